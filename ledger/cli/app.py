@@ -1,0 +1,183 @@
+"""The root command, the error boundary, and what every command shares.
+
+Every failure leaves as one line `Error: …` on stderr with exit status 2 for usage
+mistakes and 1 for the rest; `--debug` (or LEDGER_DEBUG=1) shows the traceback instead.
+This module imports only click and ledger's light modules: commands import the API
+inside their callbacks, so `ledger --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from ledger import __version__
+from ledger.errors import LedgerError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _debug_requested(args: Sequence[str]) -> bool:
+    if os.environ.get("LEDGER_DEBUG", "") not in ("", "0"):
+        return True
+    before_command = args[: list(args).index("--")] if "--" in args else args
+    return "--debug" in before_command
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    line = " ".join(str(message).split())  # one line, whatever the message held
+    click.echo(f"Error: {line}", err=True)
+    sys.exit(code)
+
+
+class LedgerGroup(click.Group):
+    """A click group whose every failure is one line on stderr and a meaningful exit status."""
+
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        if _debug_requested(argv):
+            return super().main(argv, *a, **kw)
+        kw["standalone_mode"] = False
+        try:
+            code = super().main(argv, *a, **kw)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            if "No such option" in exc.format_message() and _takes_command(exc.ctx):
+                hint = " (put the command to run after --)"
+            _fail(exc.format_message() + hint, 2)
+        except click.Abort:
+            _fail("aborted", 1)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except LedgerError as exc:
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted (what was recorded before is kept)", 130)
+        except BrokenPipeError:
+            # `ledger timeline | head`: the reader left; say nothing, like other Unix tools.
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 — silence the interpreter's flush
+            sys.exit(1)
+        except Exception as exc:  # a bug: still one line, and a way to see the traceback
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(run again with --debug for the traceback, and please report it)",
+                1,
+            )
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _takes_command(ctx: click.Context | None) -> bool:
+    return ctx is not None and any(
+        isinstance(p, click.Argument) and p.name == "command" for p in ctx.command.params
+    )
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    metavar="PATH|URL",
+    envvar="LEDGER_DB",
+    help="The ledger: a file path or SQLAlchemy URL (postgresql+psycopg://…). "
+    "Default: $LEDGER_DB, else the nearest .ledger/ledger.db upwards, else ./.ledger/ledger.db.",
+)
+@click.option(
+    "--investigation",
+    metavar="NAME",
+    envvar="LEDGER_INVESTIGATION",
+    help="Which investigation in the ledger (default: 'default').",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.version_option(__version__, prog_name="ledger")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, investigation: str | None, debug: bool) -> None:
+    """Keep every hypothesis, patch, deploy, log and probe of a throughput hunt as linked rows.
+
+    \b
+    The loop, command by command:
+      ledger init --baseline 14200 --unit tok/s
+      ledger hypothesis add "torch.compile recompiles because mask closures change"
+      ledger record-fix --hypothesis 1 --summary "gate the buffer cache" --file train.py --run eager_dynamiccopy
+      ledger deploy --run eager_dynamiccopy --step copy --artifact build/train.py -- scp build/train.py host:/tmp/
+      ledger show eager_dynamiccopy
+      ledger timeline
+    """
+    ctx.obj = {"db": db, "investigation": investigation}
+
+
+# -- shared pieces -------------------------------------------------------------------------
+
+
+def json_option(f: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON value instead of text."
+    )(f)  # type: ignore[return-value]
+
+
+def run_option(
+    required: bool = True, help: str = "The run, e.g. eager_dynamiccopy."
+) -> Callable[[F], F]:
+    return click.option("--run", "run", metavar="NAME", required=required, help=help)  # type: ignore[return-value]
+
+
+def open_ledger(ctx: click.Context, *, create: bool) -> Any:
+    """The ledger named by --db / discovery; read commands pass create=False."""
+    import ledger
+
+    return ledger.open(ctx.obj["db"], create=create, investigation=ctx.obj["investigation"])
+
+
+def with_ledger(create: bool) -> Callable[[F], F]:
+    """Open the ledger before the command and close it after; passes it as `lg`."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        @click.pass_context
+        def wrapper(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
+            lg = open_ledger(ctx, create=create)
+            try:
+                return f(lg, *args, **kwargs)
+            finally:
+                lg.close()
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def emit(value: Any, as_json: bool, text: Callable[[Any], str | None]) -> None:
+    """Print `value` as JSON, or as the text `text(value)` renders for a person."""
+    if as_json:
+        from ledger.records import jsonable
+
+        click.echo(json.dumps(jsonable(value), indent=2, allow_nan=False))
+        return
+    rendered = text(value)
+    if rendered:
+        click.echo(rendered)
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A plain left-aligned text table."""
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines)
+
+
+def local_time(value: Any) -> str:
+    """A UTC datetime as local wall-clock time, to the second."""
+    if value is None:
+        return "-"
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def warn(message: str) -> None:
+    click.echo(click.style(message, fg="yellow"), err=True)

@@ -1,0 +1,147 @@
+"""Commands that read: runs, show, timeline, and the schema commands under `db`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ledger.cli.app import cli, emit, json_option, local_time, table, with_ledger
+
+
+@cli.command()
+@json_option
+@with_ledger(create=False)
+def runs(lg: Any, as_json: bool) -> None:
+    """List the runs: fate, steps, ranks, the patch they test, deploys and drift."""
+    items = lg.runs()
+
+    def text(items: list[Any]) -> str:
+        if not items:
+            return "no runs yet (ledger record-fix --run NAME, or ledger ingest LOG)"
+        rows = [
+            (
+                r.run,
+                r.fate,
+                r.steps,
+                r.ranks,
+                f"#{r.hypothesis_id}" if r.hypothesis_id else "-",
+                f"#{r.patch_id}" if r.patch_id else "-",
+                r.deploy_steps,
+                {True: "DRIFT", False: "ok", None: "-"}[r.drift],
+                local_time(r.created_at),
+            )
+            for r in items
+        ]
+        headers = ["RUN", "FATE", "STEPS", "RANKS", "HYP", "PATCH", "DEPLOYS", "DRIFT", "CREATED"]
+        return table(rows, headers)
+
+    emit(items, as_json, text)
+
+
+@cli.command()
+@click.argument("run")
+@json_option
+@with_ledger(create=False)
+def show(lg: Any, run: str, as_json: bool) -> None:
+    """Show RUN with its hypothesis, patch, deploy steps, log files and probes."""
+    detail = lg.show(run)
+    emit(detail, as_json, render_run)
+
+
+def render_run(d: Any) -> str:
+    lines = [f"run {d.run}  (fate: {d.fate}{' — ' + d.fate_reason if d.fate_reason else ''})"]
+    lines.append(f"  created {local_time(d.created_at)}; {d.steps} steps on {d.ranks} rank(s)")
+    if d.hypothesis is not None:
+        lines.append(
+            f"  hypothesis #{d.hypothesis.id} ({d.hypothesis.status}): {d.hypothesis.text}"
+        )
+    if d.patch is not None:
+        commit = f", commit {d.patch.git_commit[:10]}" if d.patch.git_commit else ""
+        lines.append(f"  patch #{d.patch.id}: {d.patch.summary}{commit}")
+        for f in d.patch.files:
+            lines.append(f"    {f.sha256[:12]}  {f.path}")
+        if d.patch.diff:
+            lines.append(f"    diff: {len(d.patch.diff.splitlines())} lines (--json shows it)")
+    else:
+        lines.append("  no patch recorded (ledger record-fix --run " + d.run + ")")
+    if d.deploy_steps:
+        lines.append("  deploy steps:")
+    for s in d.deploy_steps:
+        status = "running?" if s.exit_code is None else f"exit {s.exit_code}"
+        if s.timed_out:
+            status = "timed out"
+        drift = {True: "  DRIFT: stale artifact", False: "  artifact matches the patch", None: ""}[
+            s.drift
+        ]
+        lines.append(
+            f"    #{s.id} {local_time(s.started_at)} {s.name}: {s.command}  → {status}{drift}"
+        )
+        if s.output:
+            last = [ln for ln in s.output.strip().splitlines() if ln.strip()][-3:]
+            lines.extend(f"        | {ln[:120]}" for ln in last)
+    for f in d.log_files:
+        lines.append(f"  log {f.path}: {f.lines} lines, {f.size:,} bytes read")
+    for p in d.probes:
+        status = "timed out" if p.timed_out else f"exit {p.exit_code}"
+        lines.append(
+            f"  probe #{p.id} {local_time(p.started_at)} → {status}: {p.conclusion or p.fate or ''}"
+        )
+    return "\n".join(lines)
+
+
+@cli.command()
+@json_option
+@with_ledger(create=False)
+def timeline(lg: Any, as_json: bool) -> None:
+    """Every row of the investigation in time order: when, kind, id, what."""
+    items = lg.timeline()
+
+    def text(items: list[Any]) -> str:
+        if not items:
+            return "nothing recorded yet"
+        return table(
+            [(local_time(e.when), e.kind, e.id, e.summary) for e in items],
+            ["WHEN", "KIND", "ID", "WHAT"],
+        )
+
+    emit(items, as_json, text)
+
+
+@cli.group()
+def db() -> None:
+    """The ledger's schema: which revision it is at, and upgrading it."""
+
+
+@db.command("current")
+@json_option
+@click.pass_context
+def db_current(ctx: click.Context, as_json: bool) -> None:
+    """Show the ledger's schema revision and whether it is this version's."""
+    from ledger.store.admin import current
+
+    status = current(ctx.obj["db"])
+    emit(status, as_json, _render_status)
+
+
+@db.command("upgrade")
+@json_option
+@click.pass_context
+def db_upgrade(ctx: click.Context, as_json: bool) -> None:
+    """Upgrade the ledger's schema to this version's, keeping every row."""
+    from ledger.store.admin import upgrade
+
+    before, after = upgrade(ctx.obj["db"])
+    emit(
+        {"db": after.db, "from": before.revision, "to": after.revision},
+        as_json,
+        lambda _: (
+            f"{after.db}: {before.revision or 'empty'} → {after.revision}"
+            + (" (already current)" if before.revision == after.revision else "")
+        ),
+    )
+
+
+def _render_status(s: Any) -> str:
+    state = "up to date" if s.up_to_date else f"needs `ledger db upgrade` to {s.head}"
+    return f"{s.db}: revision {s.revision or 'none'} ({state})"

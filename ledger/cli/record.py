@@ -1,0 +1,277 @@
+"""Commands that record: init, hypothesis, record-fix, deploy."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ledger.cli.app import cli, emit, json_option, run_option, table, with_ledger
+
+
+def _fmt_value(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:g}"
+
+
+@cli.command()
+@click.option(
+    "--baseline", type=float, metavar="VALUE", help="The throughput to get back to, e.g. 14200."
+)
+@click.option("--unit", metavar="UNIT", help="Its unit (default tok/s).")
+@json_option
+@click.pass_context
+def init(ctx: click.Context, baseline: float | None, unit: str | None, as_json: bool) -> None:
+    """Create the ledger here (.ledger/ledger.db) or where --db says, and set the baseline.
+
+    Running it again is safe: an existing ledger is kept and only its baseline changes.
+    """
+    from ledger.store.admin import init as init_ledger
+
+    if unit is not None and baseline is None:
+        raise click.UsageError("--unit goes with --baseline")
+    result = init_ledger(
+        ctx.obj["db"], baseline=baseline, unit=unit, investigation=ctx.obj["investigation"]
+    )
+
+    def text(r: Any) -> str:
+        state = "created" if r.created else "already there"
+        inv = r.investigation
+        base = "no baseline yet (ledger init --baseline 14200 --unit tok/s)"
+        if inv.baseline_value is not None:
+            base = f"baseline {_fmt_value(inv.baseline_value)} {inv.baseline_unit or ''}".rstrip()
+        return f"ledger {r.db} ({state}); {base}"
+
+    emit(result, as_json, text)
+
+
+@cli.group()
+def hypothesis() -> None:
+    """Add, resolve and list hypotheses: what you think is wrong."""
+
+
+@hypothesis.command("add")
+@click.argument("text")
+@click.option("--parent", type=int, metavar="ID", help="The hypothesis this one refines.")
+@json_option
+@with_ledger(create=True)
+def hypothesis_add(lg: Any, text: str, parent: int | None, as_json: bool) -> None:
+    """Record a hypothesis, e.g. "torch.compile recompiles because mask closures change"."""
+    h = lg.add_hypothesis(text, parent=parent)
+    emit({"id": h.id}, as_json, lambda _: f"hypothesis #{h.id} recorded")
+
+
+@hypothesis.command("resolve")
+@click.argument("hypothesis_id", metavar="ID", type=int)
+@click.option("--confirmed", "status", flag_value="confirmed", help="The evidence supports it.")
+@click.option("--refuted", "status", flag_value="refuted", help="The evidence contradicts it.")
+@click.option(
+    "--inconclusive", "status", flag_value="inconclusive", help="The evidence does not decide."
+)
+@click.option("--note", metavar="TEXT", help="Why: the run, the numbers.")
+@json_option
+@with_ledger(create=False)
+def hypothesis_resolve(
+    lg: Any, hypothesis_id: int, status: str | None, note: str | None, as_json: bool
+) -> None:
+    """Mark hypothesis ID confirmed, refuted or inconclusive."""
+    if status is None:
+        raise click.UsageError("say how it ended: --confirmed, --refuted or --inconclusive")
+    h = lg.resolve_hypothesis(hypothesis_id, status, note=note)
+    emit(h, as_json, lambda h: f"hypothesis #{h.id} {h.status}")
+
+
+@hypothesis.command("list")
+@click.option(
+    "--status",
+    type=click.Choice(["open", "confirmed", "refuted", "inconclusive"]),
+    help="Only hypotheses with this status.",
+)
+@json_option
+@with_ledger(create=False)
+def hypothesis_list(lg: Any, status: str | None, as_json: bool) -> None:
+    """List hypotheses, oldest first."""
+    from ledger.cli.app import local_time
+
+    items = lg.hypotheses(status=status)
+
+    def text(items: list[Any]) -> str:
+        if not items:
+            return "no hypotheses yet (ledger hypothesis add TEXT)"
+        rows = [(f"#{h.id}", h.status, local_time(h.created_at), h.text) for h in items]
+        return table(rows, ["ID", "STATUS", "CREATED", "TEXT"])
+
+    emit(items, as_json, text)
+
+
+@cli.command("record-fix")
+@click.option(
+    "--hypothesis",
+    "hypothesis_ref",
+    required=True,
+    metavar="ID|TEXT",
+    help="An existing hypothesis id, or the text of a new one.",
+)
+@click.option("--summary", required=True, metavar="TEXT", help="What the patch changes, in a line.")
+@click.option(
+    "--diff",
+    "diff_file",
+    type=click.File("r"),
+    metavar="FILE",
+    help="The patch as a unified diff (- for stdin).",
+)
+@click.option(
+    "--git",
+    "git_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Take HEAD's commit and `git diff HEAD` from this repository.",
+)
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="PATH",
+    help="A file the patch touched; its sha256 is what deploys must ship. Repeatable.",
+)
+@run_option(required=False, help="The run that will test this patch (created if new).")
+@json_option
+@with_ledger(create=True)
+def record_fix(
+    lg: Any,
+    hypothesis_ref: str,
+    summary: str,
+    diff_file: Any,
+    git_dir: str | None,
+    files: tuple[str, ...],
+    run: str | None,
+    as_json: bool,
+) -> None:
+    """Record a fix attempt in one go: the hypothesis, the patch and the run that tests it."""
+    if diff_file is not None and git_dir is not None:
+        raise click.UsageError("--diff and --git are two ways to give the diff; use one")
+    diff = diff_file.read() if diff_file is not None else None
+    fix = lg.record_fix(hypothesis_ref, summary, diff=diff, git_dir=git_dir, files=files, run=run)
+
+    def text(f: Any) -> str:
+        new = " (new)" if f.hypothesis_created else ""
+        lines = [
+            f"hypothesis #{f.hypothesis_id}{new} · patch #{f.patch_id}"
+            + (f" · run {f.run}" if f.run else "")
+        ]
+        lines += [f"  {pf.sha256[:12]}  {pf.path}" for pf in f.files]
+        return "\n".join(lines)
+
+    out = {
+        "hypothesis_id": fix.hypothesis_id,
+        "patch_id": fix.patch_id,
+        "run": fix.run,
+        "files": [{"path": f.path, "sha256": f.sha256} for f in fix.files],
+    }
+    emit(out, as_json, lambda _: text(fix))
+
+
+def drift_banner(step: Any) -> str:
+    """The warning a tired person cannot miss."""
+    from pathlib import PurePath
+
+    bar = "!" * 76
+    name = PurePath(step.artifact_path).name
+    return "\n".join(
+        [
+            bar,
+            f"!!  DRIFT: {step.artifact_path} is NOT the {name} that patch #{step.patch_id} recorded.",
+            f"!!    shipped  sha256 {step.artifact_sha256}",
+            f"!!    patched  sha256 {step.expected_sha256}",
+            f"!!  Run {step.run!r} will not test the patch. Rebuild or re-copy, then deploy again.",
+            bar,
+        ]
+    )
+
+
+def _unchecked_reason(step: Any) -> str:
+    from pathlib import PurePath
+
+    if step.patch_id is None:
+        return f"run {step.run!r} has no patch recorded (ledger record-fix --run {step.run})"
+    return f"patch #{step.patch_id} recorded no file named {PurePath(step.artifact_path).name}"
+
+
+@cli.command()
+@run_option()
+@click.option(
+    "--step", "step", required=True, metavar="NAME", help="compile, copy, push, relaunch…"
+)
+@click.option(
+    "--artifact",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="PATH",
+    help="The file this step ships; its sha256 is checked against the run's patch.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Kill the command after this long.",
+)
+@click.option(
+    "--record-only", is_flag=True, help="Do not run anything: record a step that ran elsewhere."
+)
+@click.option(
+    "--exit-code", type=int, metavar="N", help="With --record-only: the exit status it had."
+)
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@with_ledger(create=True)
+def deploy(
+    lg: Any,
+    run: str,
+    step: str,
+    artifact: str | None,
+    timeout: float | None,
+    record_only: bool,
+    exit_code: int | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run one deploy step and record it: ledger deploy --run R --step copy -- scp a host:b
+
+    The command runs without a shell (write sh -c '…' for one); its output is shown as it
+    comes and its last 64 KiB are kept, with secrets redacted. Exits with its status.
+    """
+    if record_only:
+        if exit_code is None:
+            raise click.UsageError("--record-only needs --exit-code N: how the step ended")
+        result = lg.record_deploy(run, step, command, exit_code=exit_code, artifact=artifact)
+    else:
+        if exit_code is not None:
+            raise click.UsageError("--exit-code goes with --record-only")
+        out = click.get_binary_stream("stderr" if as_json else "stdout")
+
+        def echo(chunk: bytes) -> None:
+            out.write(chunk)
+            out.flush()
+
+        result = lg.deploy(run, step, command, artifact=artifact, timeout=timeout, echo=echo)
+
+    if result.drift:
+        click.echo(click.style(drift_banner(result), fg="red", bold=True), err=True)
+    elif result.artifact_path is not None and result.drift is None:
+        click.echo(f"note: drift not checked: {_unchecked_reason(result)}", err=True)
+
+    def text(r: Any) -> str:
+        status = "timed out" if r.timed_out else f"exit {r.exit_code}"
+        verdict = {True: "DRIFT", False: "matches the patch", None: ""}[r.drift]
+        tail = f", artifact {r.artifact_sha256[:12]} {verdict}" if r.artifact_sha256 else ""
+        return f"deploy step #{r.id} {r.run}/{r.name}: {status}{tail}"
+
+    payload = {
+        "step_id": result.id,
+        "exit_code": result.exit_code,
+        "artifact_sha256": result.artifact_sha256,
+        "drift": result.drift,
+    }
+    emit(payload, as_json, lambda _: text(result))
+    if result.exit_code:
+        sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)

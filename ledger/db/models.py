@@ -1,0 +1,275 @@
+"""The ledger's tables. The schema is a public interface (docs/schema.md documents every
+column): people open the file with sqlite3, pandas or datasette, so names are plain.
+
+Every change here goes with an Alembic revision in migrations/versions; a test checks
+that the models and the migrations agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ledger.db.types import Real, UTCDateTime, utcnow
+
+# Named constraints make SQLite batch migrations possible and PostgreSQL errors readable.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+HYPOTHESIS_STATUSES = ("open", "confirmed", "refuted", "inconclusive")
+FATES = (
+    "loading",
+    "running",
+    "finished",
+    "oom",
+    "crashed",
+    "nccl",
+    "killed",
+    "stalled",
+    "unknown",
+)
+EVENT_KINDS = (
+    "traceback",
+    "oom",
+    "nccl",
+    "recompile",
+    "signal",
+    "exit",
+    "warning",
+    "error",
+    "progress",
+    "loading",
+    "finished",
+)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Investigation(Base):
+    """A question with a baseline; a ledger has one named 'default' that most users never name."""
+
+    __tablename__ = "investigation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    baseline_value: Mapped[float | None] = mapped_column(Real)
+    baseline_unit: Mapped[str | None] = mapped_column(String(50))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Hypothesis(Base):
+    __tablename__ = "hypothesis"
+    __table_args__ = (CheckConstraint(_one_of("status", HYPOTHESIS_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    investigation_id: Mapped[int] = mapped_column(
+        ForeignKey("investigation.id", ondelete="CASCADE"), index=True
+    )
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("hypothesis.id", ondelete="SET NULL"))
+    text: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Patch(Base):
+    """What was changed to test a hypothesis."""
+
+    __tablename__ = "patch"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hypothesis_id: Mapped[int] = mapped_column(
+        ForeignKey("hypothesis.id", ondelete="CASCADE"), index=True
+    )
+    summary: Mapped[str] = mapped_column(Text)
+    diff: Mapped[str | None] = mapped_column(Text)
+    git_commit: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PatchFile(Base):
+    """A file a patch touched, with its sha256 after the change: what a deploy must ship."""
+
+    __tablename__ = "patch_file"
+    __table_args__ = (UniqueConstraint("patch_id", "path"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    patch_id: Mapped[int] = mapped_column(ForeignKey("patch.id", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+
+class Run(Base):
+    """One training launch, named like its log (train_eager_dynamiccopy.log → eager_dynamiccopy)."""
+
+    __tablename__ = "run"
+    __table_args__ = (
+        UniqueConstraint("investigation_id", "name"),
+        CheckConstraint(_one_of("fate", FATES), name="fate"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    investigation_id: Mapped[int] = mapped_column(
+        ForeignKey("investigation.id", ondelete="CASCADE")
+    )
+    name: Mapped[str] = mapped_column(String(200))
+    patch_id: Mapped[int | None] = mapped_column(
+        ForeignKey("patch.id", ondelete="SET NULL"), index=True
+    )
+    command: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str | None] = mapped_column(String(200))
+    throughput_unit: Mapped[str | None] = mapped_column(String(50))
+    fate: Mapped[str] = mapped_column(String(20), default="unknown")
+    fate_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class DeployStep(Base):
+    """One step of getting a patch onto the box, and whether what it shipped was the patch."""
+
+    __tablename__ = "deploy_step"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    patch_id: Mapped[int | None] = mapped_column(ForeignKey("patch.id", ondelete="SET NULL"))
+    name: Mapped[str] = mapped_column(String(100))
+    command: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    recorded_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    output: Mapped[str | None] = mapped_column(Text)
+    output_bytes: Mapped[int | None] = mapped_column(Integer)
+    artifact_path: Mapped[str | None] = mapped_column(Text)
+    artifact_sha256: Mapped[str | None] = mapped_column(String(64))
+    expected_sha256: Mapped[str | None] = mapped_column(String(64))
+    drift: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class LogFile(Base):
+    """A log file ingested for a run, and how far: ingestion resumes from `offset`."""
+
+    __tablename__ = "log_file"
+    __table_args__ = (UniqueConstraint("run_id", "path"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(Integer, default=0)
+    offset: Mapped[int] = mapped_column(Integer, default=0)
+    lines: Mapped[int] = mapped_column(Integer, default=0)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Step(Base):
+    """One training step of one rank. Further scalars live in `metric`."""
+
+    __tablename__ = "step"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    wall_time: Mapped[float | None] = mapped_column(Real)
+    step_time_s: Mapped[float | None] = mapped_column(Real)
+    gpu_time_s: Mapped[float | None] = mapped_column(Real)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    throughput: Mapped[float | None] = mapped_column(Real)
+    loss: Mapped[float | None] = mapped_column(Real)
+    memory_allocated_mib: Mapped[float | None] = mapped_column(Real)
+    memory_reserved_mib: Mapped[float | None] = mapped_column(Real)
+
+
+class Metric(Base):
+    """A further named scalar of a step (grad_norm, lr, mfu…), one row per value."""
+
+    __tablename__ = "metric"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[float | None] = mapped_column(Real)
+
+
+class LogEvent(Base):
+    """Something a log said that matters: an OOM, a traceback, an NCCL timeout, a recompile…"""
+
+    __tablename__ = "log_event"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", EVENT_KINDS), name="kind"),
+        Index(None, "run_id", "kind"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    log_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("log_file.id", ondelete="CASCADE"), index=True
+    )
+    line: Mapped[int | None] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    text: Mapped[str] = mapped_column(Text)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Probe(Base):
+    """A status check of a run (tail the log, nvidia-smi) and what it concluded."""
+
+    __tablename__ = "probe"
+    __table_args__ = (CheckConstraint(f"fate IS NULL OR {_one_of('fate', FATES)}", name="fate"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    command: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    output: Mapped[str | None] = mapped_column(Text)
+    fate: Mapped[str | None] = mapped_column(String(20))
+    conclusion: Mapped[str | None] = mapped_column(Text)
+
+
+class GpuSample(Base):
+    """One GPU's state as a probe saw it."""
+
+    __tablename__ = "gpu_sample"
+    __table_args__ = (UniqueConstraint("probe_id", "gpu_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    probe_id: Mapped[int] = mapped_column(ForeignKey("probe.id", ondelete="CASCADE"))
+    gpu_index: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str | None] = mapped_column(String(100))
+    memory_used_mib: Mapped[float | None] = mapped_column(Real)
+    memory_total_mib: Mapped[float | None] = mapped_column(Real)
+    utilization_pct: Mapped[float | None] = mapped_column(Real)

@@ -1,0 +1,108 @@
+"""The ledger's schema revision: find it, compare it with this code's, create, upgrade.
+
+Checking the revision on every open must stay cheap (it happens on every CLI call and in
+every rank's hook), so it reads `alembic_version` with one SELECT and compares it with
+`HEAD`; alembic itself is imported only to create or upgrade. A test keeps `HEAD` equal
+to the newest revision in migrations/versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, inspect, text
+
+from ledger.errors import SchemaOutdatedError, StorageError
+
+HEAD = "0001"
+# Revisions in order, oldest first; a ledger at any of them can be upgraded.
+REVISIONS = ("0001",)
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    revision: str | None  # None: no alembic_version table, or an empty one
+    has_tables: bool
+
+    @property
+    def is_empty(self) -> bool:
+        return self.revision is None and not self.has_tables
+
+    @property
+    def is_current(self) -> bool:
+        return self.revision == HEAD
+
+
+def state(engine: Engine) -> SchemaState:
+    with engine.connect() as conn:
+        names = set(inspect(conn).get_table_names())
+        if "alembic_version" not in names:
+            return SchemaState(None, bool(names))
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+        conn.rollback()
+    return SchemaState(row[0] if row else None, True)
+
+
+def require_current(engine: Engine, where: str) -> None:
+    """Refuse a ledger this code cannot safely write, saying what to do about it."""
+    current = state(engine)
+    if current.is_current:
+        return
+    if current.revision is None:
+        raise SchemaOutdatedError(
+            f"{where} holds tables that are not a ledger's (no schema revision); "
+            "point --db at a ledger file or an empty database"
+        )
+    if current.revision in REVISIONS:
+        raise SchemaOutdatedError(
+            f"the ledger {where} is at schema revision {current.revision}, this version of "
+            f"ledger needs {HEAD}: run `ledger db upgrade` (your rows are kept)"
+        )
+    raise SchemaOutdatedError(
+        f"the ledger {where} is at schema revision {current.revision}, written by a newer "
+        "ledger than this one; upgrade the ledger package"
+    )
+
+
+def migrations_dir() -> Path:
+    """migrations/ ships inside the wheel as ledger/migrations; a checkout has it at the top."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "migrations", package.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise StorageError("ledger's migrations are missing from this installation; reinstall ledger")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (head by default), keeping every row."""
+    from alembic import command
+
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            # Batch migrations rebuild SQLite tables with DROP TABLE, which would fire
+            # ON DELETE CASCADE into child tables; the pragma only changes outside a
+            # transaction, so it goes straight to the driver before anything else runs.
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+        try:
+            command.upgrade(_alembic_config(conn), revision)
+            conn.commit()
+            if sqlite:
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                conn.rollback()
+                if broken:
+                    raise StorageError(f"the upgrade left dangling references: {broken[:5]}")
+        finally:
+            if sqlite:
+                conn.rollback()
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
+
+
+def _alembic_config(connection: object) -> object:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.attributes["connection"] = connection
+    return config

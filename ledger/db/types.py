@@ -1,0 +1,69 @@
+"""Column types that make SQLite and PostgreSQL hold the same values.
+
+- `UTCDateTime`: times are stored as naive UTC and come back timezone-aware (UTC), so a
+  ledger written on one host and read on another agrees about when things happened.
+- `Real`: a float that survives NaN. SQLite turns a bound NaN into NULL, which would make a
+  diverged loss look like a missing one; on SQLite NaN is stored as the text 'NaN'.
+  PostgreSQL's double precision holds NaN natively.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Float
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+NAN_TEXT = "NaN"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # a row written by hand with sqlite3
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Real(TypeDecorator[float]):
+    impl = Float
+    cache_ok = True
+
+    def process_bind_param(self, value: float | None, dialect: Dialect) -> Any:
+        return sqlite_float(value) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> float | None:
+        return read_float(value)
+
+
+def sqlite_float(value: Any) -> Any:
+    """What to bind for a float in SQLite: the value, or 'NaN' so NaN is not lost as NULL."""
+    if isinstance(value, float) and math.isnan(value):
+        return NAN_TEXT
+    return value
+
+
+def read_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return float(value)  # 'NaN' (and any number a person stored as text)
+    return float(value)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

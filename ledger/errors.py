@@ -1,0 +1,71 @@
+"""One exception hierarchy for everything ledger raises on purpose.
+
+The CLI catches `LedgerError` and turns it into one line on stderr and the exit status
+named by `exit_code`; anything else that escapes is a bug and is reported as one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LedgerError(Exception):
+    """Base class of ledger's own errors; `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class UsageError(LedgerError):
+    """Raised when arguments are wrong in a way the caller can fix by asking differently."""
+
+    exit_code = 2
+
+
+class LedgerNotFoundError(LedgerError):
+    """Raised by read commands when no ledger exists where discovery looked."""
+
+
+class SchemaOutdatedError(LedgerError):
+    """Raised on opening a ledger whose schema is older (or newer) than this version's."""
+
+
+class NotFoundError(LedgerError):
+    """Raised when a run, hypothesis, patch or other row named by the caller does not exist."""
+
+    def __init__(self, kind: str, wanted: object, known: Iterable[object] = ()) -> None:
+        self.kind = kind
+        self.wanted = wanted
+        self.suggestions = closest(str(wanted), [str(k) for k in known])
+        message = f"no {kind} {wanted!r}"
+        if self.suggestions:
+            message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        else:
+            known_list = [str(k) for k in known]
+            if known_list:
+                shown = ", ".join(known_list[:8]) + (" …" if len(known_list) > 8 else "")
+                message += f" (known: {shown})"
+            else:
+                message += f" (there are no {kind}s yet)"
+        super().__init__(message)
+
+
+class ConflictError(LedgerError):
+    """Raised when a write would contradict a recorded row (a run tied to another patch)."""
+
+
+class InputFileError(LedgerError):
+    """Raised when a file the caller named cannot be read (missing, a directory, no permission)."""
+
+
+class CommandError(LedgerError):
+    """Raised when a command ledger was asked to run cannot be started at all."""
+
+
+class StorageError(LedgerError):
+    """Raised when the database driver fails (locked for too long, unreachable server, bad URL)."""
+
+
+def closest(wanted: str, known: list[str], n: int = 3) -> list[str]:
+    """The known names nearest to `wanted`, for "did you mean" hints."""
+    return difflib.get_close_matches(wanted, known, n=n, cutoff=0.5)

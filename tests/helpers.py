@@ -1,0 +1,27 @@
+"""Small helpers for tests: run the CLI in-process and read its output."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from ledger.cli import cli
+
+
+def run_cli(*args: str, input: str | None = None) -> Result:
+    """Invoke `ledger ARGS…` in-process, with stdout and stderr kept apart."""
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def run_json(*args: str) -> Any:
+    """Invoke a command with --json, assert it succeeded, and return the parsed value."""
+    result = run_cli(*args, "--json") if "--" not in args else run_cli(*_json_before_dashdash(args))
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _json_before_dashdash(args: tuple[str, ...]) -> list[str]:
+    i = args.index("--")
+    return [*args[:i], "--json", *args[i:]]
