@@ -18,11 +18,14 @@ MASK = "***"
 # TOKENS/TOKENIZER and KEYS are counts and settings (max_tokens, TOKENIZERS_PARALLELISM,
 # sort_keys), not secrets.
 _SENSITIVE = r"(?:TOKEN(?![SI])|SECRET|PASSW(?:OR)?D|KEY(?![SB])|CREDENTIAL|AUTH_?TOKEN)"
-_NAME = rf"[\w.-]*?{_SENSITIVE}[\w.-]*"
+# Names start where a word starts and are bounded in length: command output can hold a
+# 64 KiB "word", over which an unanchored, unbounded name pattern backtracks quadratically.
+_START = r"(?<![\w.-])"
+_NAME = rf"[\w.-]{{0,60}}?{_SENSITIVE}[\w.-]{{0,60}}"
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&|'\"<>)}\]]+)"
 
 _ASSIGNMENT = re.compile(
-    rf"(?P<name>{_NAME})(?P<close>[\"']?)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>{_VALUE})",
+    rf"(?P<name>{_START}{_NAME})(?P<close>[\"']?)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>{_VALUE})",
     re.IGNORECASE,
 )
 _FLAG = re.compile(
@@ -31,7 +34,8 @@ _FLAG = re.compile(
     re.IGNORECASE,
 )
 _ENV_ASSIGNMENT = re.compile(
-    rf"(?P<name>\b[A-Z0-9_]*{_SENSITIVE}[A-Z0-9_]*)(?P<close>)(?P<sep>=)(?P<value>{_VALUE})"
+    rf"(?P<name>{_START}[A-Z0-9_]{{0,60}}?{_SENSITIVE}[A-Z0-9_]{{0,60}})(?P<close>)(?P<sep>=)"
+    rf"(?P<value>{_VALUE})"
 )
 _AUTH_HEADER = re.compile(
     r"(?P<name>(?:proxy-)?authorization)(?P<sep>[ \t]*[:=][ \t]*)"
@@ -39,7 +43,8 @@ _AUTH_HEADER = re.compile(
     re.IGNORECASE,
 )
 _URL_PASSWORD = re.compile(
-    r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s:/@'\"]+:)(?P<value>[^\s@/'\"]+)(?=@)", re.IGNORECASE
+    r"(?P<head>(?<![\w.+-])[a-z][a-z0-9+.\-]{0,30}://[^\s:/@'\"]{1,256}:)(?P<value>[^\s@/'\"]{1,256})(?=@)",
+    re.IGNORECASE,
 )
 _TOKEN_SHAPES = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"

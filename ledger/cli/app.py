@@ -102,9 +102,10 @@ def cli(ctx: click.Context, db: str | None, investigation: str | None, debug: bo
     The loop, command by command:
       ledger init --baseline 14200 --unit tok/s
       ledger hypothesis add "torch.compile recompiles because mask closures change"
-      ledger record-fix --hypothesis 1 --summary "gate the buffer cache" --file train.py --run eager_dynamiccopy
-      ledger deploy --run eager_dynamiccopy --step copy --artifact build/train.py -- scp build/train.py host:/tmp/
-      ledger show eager_dynamiccopy
+      ledger record-fix --hypothesis 1 --summary "gate the cache" --file train.py --run eager_dc
+      ledger deploy --run eager_dc --step copy --artifact build/train.py -- scp build/train.py h:
+      ledger deploy --run eager_dc --step relaunch -- ssh h "pct exec 200 -- ./launch.sh"
+      ledger show eager_dc
       ledger timeline
     """
     ctx.obj = {"db": db, "investigation": investigation}
@@ -181,3 +182,19 @@ def local_time(value: Any) -> str:
 
 def warn(message: str) -> None:
     click.echo(click.style(message, fg="yellow"), err=True)
+
+
+def live_output(as_json: bool) -> Callable[[bytes], None]:
+    """Where a command's output is shown as it runs: stdout, or stderr when stdout carries JSON."""
+    stream = sys.stderr if as_json else sys.stdout
+
+    def echo(chunk: bytes) -> None:
+        binary = getattr(stream, "buffer", None)
+        if binary is None:
+            stream.write(chunk.decode(errors="replace"))
+            return
+        stream.flush()
+        binary.write(chunk)
+        binary.flush()
+
+    return echo

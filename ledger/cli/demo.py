@@ -15,7 +15,7 @@ from ledger.cli.app import cli, local_time, table
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Where to build it (default: a new temporary folder). Its ledger is DIR/.ledger/ledger.db.",
+    help="Where to build it (default: a new temporary folder); the ledger is DIR/.ledger/ledger.db",
 )
 def demo(out: Path | None) -> None:
     """Build an example investigation in a fresh ledger and print its timeline."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, run_option, table, with_ledger
+from ledger.cli.app import cli, emit, json_option, live_output, run_option, table, with_ledger
 
 
 def _fmt_value(value: float) -> str:
@@ -181,7 +181,8 @@ def drift_banner(step: Any) -> str:
     return "\n".join(
         [
             bar,
-            f"!!  DRIFT: {step.artifact_path} is NOT the {name} that patch #{step.patch_id} recorded.",
+            f"!!  DRIFT: {step.artifact_path} is NOT the {name} "
+            f"that patch #{step.patch_id} recorded.",
             f"!!    shipped  sha256 {step.artifact_sha256}",
             f"!!    patched  sha256 {step.expected_sha256}",
             f"!!  Run {step.run!r} will not test the patch. Rebuild or re-copy, then deploy again.",
@@ -247,13 +248,9 @@ def deploy(
     else:
         if exit_code is not None:
             raise click.UsageError("--exit-code goes with --record-only")
-        out = click.get_binary_stream("stderr" if as_json else "stdout")
-
-        def echo(chunk: bytes) -> None:
-            out.write(chunk)
-            out.flush()
-
-        result = lg.deploy(run, step, command, artifact=artifact, timeout=timeout, echo=echo)
+        result = lg.deploy(
+            run, step, command, artifact=artifact, timeout=timeout, echo=live_output(as_json)
+        )
 
     if result.drift:
         click.echo(click.style(drift_banner(result), fg="red", bold=True), err=True)
