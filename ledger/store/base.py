@@ -44,21 +44,29 @@ class LedgerBase:
                 f"no ledger at {where}; run `ledger init` here, or pass --db / set LEDGER_DB"
             )
         engine = make_engine(location.url, create_dir=create)
-        with translate_errors(location.url):
-            current = schema.state(engine)
-            if current.is_empty:
-                if not create:
-                    raise LedgerNotFoundError(
-                        f"{where} holds no ledger yet; run `ledger init --db {where}`"
-                    )
-                schema.upgrade(engine)
-                created = True
-            else:
-                schema.require_current(engine, where)
-                created = False
+        try:
+            with translate_errors(location.url):
+                created = cls._prepare_schema(engine, where, create=create)
+        except BaseException:
+            engine.dispose()  # a refused ledger must not leave connections behind
+            raise
         ledger = cls(location, engine, investigation or DEFAULT_INVESTIGATION)
         ledger.created = created
         return ledger
+
+    @staticmethod
+    def _prepare_schema(engine: Engine, where: str, *, create: bool) -> bool:
+        """Check the schema is this code's, creating it in an empty database; True if created."""
+        current = schema.state(engine)
+        if not current.is_empty:
+            schema.require_current(engine, where)
+            return False
+        if not create:
+            raise LedgerNotFoundError(
+                f"{where} holds no ledger yet; run `ledger init --db {where}`"
+            )
+        schema.upgrade(engine)
+        return True
 
     def close(self) -> None:
         self.engine.dispose()

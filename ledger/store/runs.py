@@ -132,16 +132,13 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
         hypothesis_id = session.scalar(
             select(m.Patch.hypothesis_id).where(m.Patch.id == row.patch_id)
         )
-    deploy_count, drifted = session.execute(
-        select(func.count(m.DeployStep.id), func.max(m.DeployStep.drift)).where(
-            m.DeployStep.run_id == row.id
-        )
+    deploy_count, checked, drifted = session.execute(
+        select(
+            func.count(m.DeployStep.id),
+            func.count(m.DeployStep.drift),  # steps whose artifact was compared at all
+            func.count(m.DeployStep.id).filter(m.DeployStep.drift.is_(True)),
+        ).where(m.DeployStep.run_id == row.id)
     ).one()
-    any_checked = session.scalar(
-        select(func.count(m.DeployStep.id)).where(
-            m.DeployStep.run_id == row.id, m.DeployStep.drift.is_not(None)
-        )
-    )
     return records.RunSummary(
         run=row.name,
         fate=row.fate,
@@ -151,7 +148,7 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
         hypothesis_id=hypothesis_id,
         patch_id=row.patch_id,
         deploy_steps=int(deploy_count or 0),
-        drift=bool(drifted) if any_checked else None,
+        drift=drifted > 0 if checked else None,
         log_files=LedgerBase._count(session, m.LogFile, m.LogFile.run_id == row.id),
         probes=LedgerBase._count(session, m.Probe, m.Probe.run_id == row.id),
         created_at=row.created_at,
