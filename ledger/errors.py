@@ -6,7 +6,6 @@ named by `exit_code`; anything else that escapes is a bug and is reported as one
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -68,4 +67,6 @@ class StorageError(LedgerError):
 
 def closest(wanted: str, known: list[str], n: int = 3) -> list[str]:
     """The known names nearest to `wanted`, for "did you mean" hints."""
+    import difflib  # only on the error path: keeps `import ledger` light
+
     return difflib.get_close_matches(wanted, known, n=n, cutoff=0.5)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import click
@@ -19,6 +18,8 @@ from ledger.cli.app import cli, local_time, table
 )
 def demo(out: Path | None) -> None:
     """Build an example investigation in a fresh ledger and print its timeline."""
+    import tempfile
+
     from ledger.demo import run_demo
 
     folder = out or Path(tempfile.mkdtemp(prefix="ledger-demo-"))
