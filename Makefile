@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-pg lint bench clean help
+.PHONY: demo test test-pg lint bench docs clean help
 
 help:
 	@echo "make demo     run an example investigation end to end on a temporary ledger"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-pg  run the database tests against LEDGER_TEST_PG_URL"
 	@echo "make lint     ruff"
 	@echo "make bench    run the benchmarks in benchmarks/"
+	@echo "make docs     regenerate docs/commands.md from the CLI's help"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +48,9 @@ lint: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+docs: $(VENV)/.base
+	$(BIN)/python -m ledger.cli.reference > docs/commands.md
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

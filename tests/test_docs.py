@@ -27,3 +27,11 @@ def test_every_column_is_documented() -> None:
         assert not missing, f"docs/schema.md does not describe {table.name}.{sorted(missing)}"
         stale = documented[table.name] - {c.name for c in table.columns}
         assert not stale, f"docs/schema.md describes columns {table.name} no longer has: {stale}"
+
+
+def test_command_reference_is_current() -> None:
+    from ledger.cli.reference import render
+
+    assert (DOCS / "commands.md").read_text() == render(), (
+        "docs/commands.md is stale: run `make docs`"
+    )
