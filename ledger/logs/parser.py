@@ -165,6 +165,8 @@ class LogParser:
         self.rows: list[StepRow] = []
         self.metric_rows: list[tuple[int, int, str, float]] = []
         self.event_rows: list[tuple[int, str, str, int | None]] = []
+        self.batch_has_nan = False  # a row taken next may hold NaN (SQLite needs to know)
+        self._maybe_nan = False
         # steps
         self.ranks: set[int] = set()
         self.last_by_rank: dict[int, int] = {}
@@ -282,6 +284,8 @@ class LogParser:
     # -- one segment --------------------------------------------------------------------
 
     def _segment(self, line: int, s: str) -> None:
+        if self.keep_rows:
+            self._maybe_nan = "nan" in s or "NaN" in s or "NAN" in s
         if self.user:
             for regex in self.user:
                 m = regex.search(s)
@@ -410,6 +414,8 @@ class LogParser:
             if self.total and step >= self.total:
                 self._mark_finished(f"step {step} of {self.total}", line)
         if self.keep_rows:
+            if self._maybe_nan:
+                self.batch_has_nan = True
             tokens = values.get(TOKENS)
             self.rows.append(
                 (
@@ -629,6 +635,7 @@ class LogParser:
         """The step, metric and event rows read since the last call (with keep_rows)."""
         out = (self.rows, self.metric_rows, self.event_rows)
         self.rows, self.metric_rows, self.event_rows = [], [], []
+        self.batch_has_nan = False
         return out
 
     def facts(self, *, stalled: bool = False) -> Facts:
