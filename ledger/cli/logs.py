@@ -67,7 +67,7 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
 
 
 @cli.command()
-@click.argument("log", type=click.Path(dir_okay=False))
+@click.argument("log", required=False, type=click.Path(dir_okay=False))
 @pattern_option
 @click.option(
     "--tokens-per-step",
@@ -78,7 +78,7 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
 @click.option("--rules", is_flag=True, help="Print the fate rule table and exit.")
 @json_option
 def parse(
-    log: str, patterns: tuple[str, ...], tokens_per_step: float | None, rules: bool, as_json: bool
+    log: str | None, patterns: tuple[str, ...], tokens_per_step: float | None, rules: bool, as_json: bool
 ) -> None:
     """Read LOG and say what ingest would conclude: fate, steps, throughput, bars, events.
 
@@ -92,6 +92,8 @@ def parse(
     if rules:
         click.echo(rule_table())
         return
+    if log is None:
+        raise click.UsageError("Missing argument 'LOG'.")
     if not os.path.exists(log):
         raise InputFileError(f"{log}: no such file")
     try:

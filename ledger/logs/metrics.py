@@ -216,7 +216,7 @@ class Shapes:
         if found is None:
             return None
         values, unit = found
-        result = _convert(tuple(line[v.start : v.end] for v in values), values, unit, lean=self.lean)
+        result = _convert(tuple(line[v.start : v.end] for v in values), values, unit)
         known = sum(1 for t in result.values if t != WALL)
         if not known and len(result.metrics) < 2:
             return None  # `saving checkpoint at step 100`: a step number and nothing measured
