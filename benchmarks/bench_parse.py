@@ -31,7 +31,7 @@ STEP = (
 def bar_state(n: int, total: int) -> str:
     filled = n * 10 // total
     bar = "█" * filled + " " * (10 - filled)
-    return f"\rTraining: {n * 100 // total:3d}%|{bar}| {n}/{total} [01:{n % 60:02d}<02:00,  4.{n % 10}it/s]"
+    return f"\rTraining: {n * 100 // total:3d}%|{bar}| {n}/{total} [01:{n % 60:02d}<02:00,  4.{n % 10}it/s]"  # noqa: E501
 
 
 def write_log(path: Path, megabytes: int) -> int:
@@ -66,7 +66,8 @@ from ledger.logs import parse_file
 t, c = time.perf_counter(), time.process_time()
 s = parse_file(sys.argv[1])
 dt, cpu = time.perf_counter() - t, time.process_time() - c
-print(json.dumps({"seconds": dt, "cpu": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": dt, "cpu": cpu, "rss_mb": rss,
                   "steps": s.steps, "fate": s.fate, "progress": s.progress}))
 """
 
@@ -100,7 +101,9 @@ def main() -> None:
         f"{mb / result['cpu']:8.1f} MB/s   (target >= 30 MB/s; wall {result['seconds']:.2f} s)"
     )
     print(f"ledger parse peak RSS: {result['rss_mb']:.0f} MB (target < 200 MB on a 2 GB log)")
-    print(f"found: {result['steps']:,} steps, fate {result['fate']}, bar {result['progress']['n']:,}")
+    print(
+        f"found: {result['steps']:,} steps, fate {result['fate']}, bar {result['progress']['n']:,}"
+    )
 
 
 if __name__ == "__main__":

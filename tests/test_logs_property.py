@@ -31,7 +31,16 @@ def _read(data: bytes, chunk: int) -> dict[str, object]:
 @given(st.binary(max_size=3000), st.integers(min_value=1, max_value=97))
 def test_random_bytes_never_raise(data: bytes, chunk: int) -> None:
     summary = _read(data, chunk)
-    assert summary["fate"] in {"loading", "running", "finished", "oom", "crashed", "nccl", "killed", "unknown"}
+    assert summary["fate"] in {
+        "loading",
+        "running",
+        "finished",
+        "oom",
+        "crashed",
+        "nccl",
+        "killed",
+        "unknown",
+    }
 
 
 @st.composite

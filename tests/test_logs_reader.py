@@ -60,7 +60,7 @@ def test_a_100_mb_line_without_newline_stays_bounded() -> None:
 
 def test_line_numbers_count_newlines_not_redraws() -> None:
     p = LogParser()
-    p.feed("a\rb\rTraceback (most recent call last):\n  File \"x\", line 1\nValueError: bad\n")
+    p.feed('a\rb\rTraceback (most recent call last):\n  File "x", line 1\nValueError: bad\n')
     p.finish()
     s = p.summary()
     assert s.last_event["line"] == 1 and s.lines == 3

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 from helpers import run_cli
+
 from ledger.logs import parse_file, parse_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
@@ -153,13 +153,21 @@ def test_nvidia_smi() -> None:
         (1, 70000, 97),
     ]
     # Columns from the probe's own query when there is no header.
-    _, s = parse_text("0, 97 %, 1000 MiB\n1, 50 %, 2000 MiB\n", gpu_query=("index", "utilization.gpu", "memory.used"))
-    assert [(g["utilization_pct"], g["memory_used_mib"]) for g in s.gpus] == [(97, 1000), (50, 2000)]
+    _, s = parse_text(
+        "0, 97 %, 1000 MiB\n1, 50 %, 2000 MiB\n",
+        gpu_query=("index", "utilization.gpu", "memory.used"),
+    )
+    assert [(g["utilization_pct"], g["memory_used_mib"]) for g in s.gpus] == [
+        (97, 1000),
+        (50, 2000),
+    ]
 
 
 def test_user_pattern() -> None:
     text = "it=7 L=2.5 speed=1234 tok/s\nit=8 L=2.4 speed=1300 tok/s\n"
-    _, s = parse_text(text, patterns=[r"it=(?P<step>\d+) L=(?P<loss>[\d.]+) speed=(?P<throughput>\d+)"])
+    _, s = parse_text(
+        text, patterns=[r"it=(?P<step>\d+) L=(?P<loss>[\d.]+) speed=(?P<throughput>\d+)"]
+    )
     assert (s.steps, s.last_step, s.throughput["last"]) == (2, 8, 1300)
     with pytest.raises(ValueError):
         parse_text("x", patterns=["(unclosed"])
@@ -177,7 +185,16 @@ def test_parse_cli_json_needs_no_ledger(tmp_path: Path) -> None:
     result = run_cli("parse", str(FIXTURES / "probe_output_loading.txt"), "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert set(data) >= {"fate", "steps", "ranks", "throughput", "progress", "events", "last_event", "gpus"}
+    assert set(data) >= {
+        "fate",
+        "steps",
+        "ranks",
+        "throughput",
+        "progress",
+        "events",
+        "last_event",
+        "gpus",
+    }
     assert data["fate"] == "loading" and len(data["gpus"]) == 8
     assert not (tmp_path / ".ledger").exists()
     text = run_cli("parse", str(FIXTURES / "torchrun_oom.log"))

@@ -16,7 +16,9 @@ def test_probe_reads_loading_and_gpus(lg) -> None:
     assert result.fate == "loading" and result.exit_code == 0
     assert result.progress["n"] == 81 and result.progress["total"] == 851
     assert len(result.gpus) == 8
-    assert result.conclusion.startswith("eager_dynamiccopy: loading — Loading weights 81/851 (10%), no crash; 8 GPUs")
+    assert result.conclusion.startswith(
+        "eager_dynamiccopy: loading — Loading weights 81/851 (10%), no crash; 8 GPUs"
+    )
     assert "0% util" in result.conclusion
     detail = lg.show("eager_dynamiccopy")
     assert detail.fate == "loading"
@@ -24,7 +26,9 @@ def test_probe_reads_loading_and_gpus(lg) -> None:
 
 
 def test_failed_and_timed_out_commands_are_still_probes(lg) -> None:
-    failed = lg.probe("r", [sys.executable, "-c", "import sys; print('step 5 loss 1.0'); sys.exit(3)"])
+    failed = lg.probe(
+        "r", [sys.executable, "-c", "import sys; print('step 5 loss 1.0'); sys.exit(3)"]
+    )
     assert failed.exit_code == 3 and failed.last_step == 5
     timed = lg.probe("r", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert timed.timed_out and timed.exit_code == 124

@@ -78,7 +78,11 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
 @click.option("--rules", is_flag=True, help="Print the fate rule table and exit.")
 @json_option
 def parse(
-    log: str | None, patterns: tuple[str, ...], tokens_per_step: float | None, rules: bool, as_json: bool
+    log: str | None,
+    patterns: tuple[str, ...],
+    tokens_per_step: float | None,
+    rules: bool,
+    as_json: bool,
 ) -> None:
     """Read LOG and say what ingest would conclude: fate, steps, throughput, bars, events.
 
@@ -147,9 +151,15 @@ def ingest(
             _ingest_one(lg, log, run, patterns, tokens_per_step, stall_after, quiet=as_json)
         )
     if follow:
-        results = [_follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)]
+        results = [
+            _follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)
+        ]
     out = [r.to_dict() for r in results]
-    emit(out if len(out) > 1 else out[0], as_json, lambda _: "\n".join(_ingest_line(r) for r in results))
+    emit(
+        out if len(out) > 1 else out[0],
+        as_json,
+        lambda _: "\n".join(_ingest_line(r) for r in results),
+    )
 
 
 def _ingest_one(
@@ -171,10 +181,7 @@ def _ingest_line(r: Any) -> str:
         what = "nothing new"
     reset = f" ({r.reset}: read again from the start)" if r.reset else ""
     reason = f" — {r.fate_reason[:120]}" if r.fate_reason else ""
-    return (
-        f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{reset}; "
-        f"fate {r.fate}{reason}"
-    )
+    return f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{reset}; fate {r.fate}{reason}"
 
 
 def _follow(
@@ -186,7 +193,9 @@ def _follow(
     try:
         while True:
             result = lg.ingest(log, run, patterns=patterns, tokens_per_step=tpp, stall_after=stall)
-            if not quiet and (result.read_bytes or result.reset or last is None or result.fate != last.fate):
+            if not quiet and (
+                result.read_bytes or result.reset or last is None or result.fate != last.fate
+            ):
                 click.echo(_ingest_line(result), err=True)
             last = result
             if result.fate in FINAL_FATES:

@@ -17,7 +17,8 @@ _HINT = re.compile(
     r"Traceback|[Ee]rror|ERROR|Exception|out of memory|OutOfMemory|NCCL|nccl|Watchdog"
     r"|[Rr]ecompil|cache_size_limit|recompile_limit|Killed|SIG[A-Z]{2,4}|Signal \d|got signal"
     r"|exitcode|exit code|exit status|exited with|return code|Segmentation fault|Aborted"
-    r"|core dumped|Fatal|FATAL|[Ww]arning|WARN|train_runtime|[Tt]raining (?:is )?(?:complete|finished|done)"
+    r"|core dumped|Fatal|FATAL|[Ww]arning|WARN|train_runtime"
+    r"|[Tt]raining (?:is )?(?:complete|finished|done)"
     r"|Finished training|Done training|fit` stopped|exits successfully|Materializing|Loading"
     r"|function: '|last reason:"
 )
@@ -41,7 +42,8 @@ _FUNCTION = re.compile(r"function: '(?P<fn>[^']+)' \((?P<where>[^)]*)\)")
 _LAST_REASON = re.compile(r"last reason: (?P<reason>.*)")
 _EXITCODE = re.compile(r"exitcode\s*:\s*(?P<code>-?\d+)(?:.*?\(pid:\s*(?P<pid>\d+)\))?")
 _RETURNCODE = re.compile(
-    r"return code\s*=\s*(?P<code>-?\d+)|exit(?:ed)? (?:with )?(?:exit )?(?:code|status)[ :=]*(?P<code2>-?\d+)"
+    r"return code\s*=\s*(?P<code>-?\d+)"
+    r"|exit(?:ed)? (?:with )?(?:exit )?(?:code|status)[ :=]*(?P<code2>-?\d+)"
 )
 _SIGNAL = re.compile(
     r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"
@@ -49,7 +51,8 @@ _SIGNAL = re.compile(
 )
 _KILLED = re.compile(r"(?:^|[\s:])Killed(?:\s|$)")
 _CRASH_SIGNAL = re.compile(
-    r"Segmentation fault|Bus error|Aborted \(core dumped\)|Fatal Python error: (?:Segmentation|Aborted|Bus)"
+    r"Segmentation fault|Bus error|Aborted \(core dumped\)"
+    r"|Fatal Python error: (?:Segmentation|Aborted|Bus)"
 )
 _SIGNAME = re.compile(r"\b(?P<name>SIGKILL|SIGTERM|SIGINT|SIGABRT|SIGSEGV|SIGBUS|SIGHUP)\b")
 _CLOSING = re.compile(r"closing signal|Sending process \d+ closing")
@@ -94,8 +97,15 @@ def classify(text: str) -> list[Found]:
         tried = _TRIED.search(text)
         gpu = _OOM_GPU.search(text)
         if tried or gpu:
-            bits = [f"tried to allocate {tried.group(1)}" if tried else "", f"GPU {gpu.group(1)}" if gpu else ""]
-            detail = f"{short}" if len(short) < 300 else f"CUDA out of memory ({', '.join(b for b in bits if b)})"
+            bits = [
+                f"tried to allocate {tried.group(1)}" if tried else "",
+                f"GPU {gpu.group(1)}" if gpu else "",
+            ]
+            detail = (
+                f"{short}"
+                if len(short) < 300
+                else f"CUDA out of memory ({', '.join(b for b in bits if b)})"
+            )
         out.append(Found("oom", detail, "oom"))
         return out
     if _NCCL.search(text):

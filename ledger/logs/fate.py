@@ -51,22 +51,47 @@ def _stalled(facts: Facts) -> str | None:
 
 
 RULES: tuple[Rule, ...] = (
-    ("oom", "a CUDA out-of-memory error, even when the launcher then reports a failed child "
-     "or other ranks time out", _effect("oom")),
-    ("nccl", "an NCCL failure: a watchdog timeout, an NCCL error, a DistBackendError "
-     "(a SIGABRT or return code -6 after it is a consequence)", _effect("nccl")),
-    ("crashed", "a worker's traceback, an uncaught exception, a crash signal (SIGSEGV, "
-     "SIGABRT, core dumped); the launcher's own ChildFailedError does not count",
-     _effect("crashed")),
-    ("killed", "a kill: exitcode -9/-15, `Killed`, SIGKILL/SIGTERM/SIGINT received, "
-     "KeyboardInterrupt", _effect("killed")),
-    ("crashed", "the launcher reports a positive exit code and nothing says why",
-     _effect("exit_error")),
-    ("finished", "a final summary (train_runtime), `Training completed`, the last step equal "
-     "to the announced total, the main bar at its total, exit code 0", _finished),
+    (
+        "oom",
+        "a CUDA out-of-memory error, even when the launcher then reports a failed child "
+        "or other ranks time out",
+        _effect("oom"),
+    ),
+    (
+        "nccl",
+        "an NCCL failure: a watchdog timeout, an NCCL error, a DistBackendError "
+        "(a SIGABRT or return code -6 after it is a consequence)",
+        _effect("nccl"),
+    ),
+    (
+        "crashed",
+        "a worker's traceback, an uncaught exception, a crash signal (SIGSEGV, "
+        "SIGABRT, core dumped); the launcher's own ChildFailedError does not count",
+        _effect("crashed"),
+    ),
+    (
+        "killed",
+        "a kill: exitcode -9/-15, `Killed`, SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
+        _effect("killed"),
+    ),
+    (
+        "crashed",
+        "the launcher reports a positive exit code and nothing says why",
+        _effect("exit_error"),
+    ),
+    (
+        "finished",
+        "a final summary (train_runtime), `Training completed`, the last step equal "
+        "to the announced total, the main bar at its total, exit code 0",
+        _finished,
+    ),
     ("stalled", "a followed or probed log stopped growing while loading or running", _stalled),
-    ("loading", "a loading bar or `Loading…`/`Materializing` note is the last thing seen, "
-     "with no training step after it", lambda f: f.loading),
+    (
+        "loading",
+        "a loading bar or `Loading…`/`Materializing` note is the last thing seen, "
+        "with no training step after it",
+        lambda f: f.loading,
+    ),
     ("running", "step lines or a training bar, and no end", lambda f: f.training),
     ("unknown", "nothing above: a log in a shape the reader does not know", lambda f: ""),
 )

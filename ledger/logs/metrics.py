@@ -16,7 +16,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ledger.logs.numbers import INT_FAST, NUM, NUM_FAST, memory_scale, suffix_scale, time_scale, to_float, to_int
+from ledger.logs.numbers import (
+    INT_FAST,
+    NUM,
+    NUM_FAST,
+    memory_scale,
+    suffix_scale,
+    time_scale,
+    to_float,
+    to_int,
+)
 
 # Targets of a value, in the order of a step row after (rank, step).
 RANK, STEP, TOTAL, WALL, STEP_TIME, GPU_TIME, TOKENS, THROUGHPUT, LOSS = range(9)
@@ -90,8 +99,8 @@ _KV = re.compile(
     re.VERBOSE,
 )
 _BARE = re.compile(
-    rf"(?<![\w./:\-])(?P<val>\d[\d,]*(?:\.\d+)?)(?:[ \t]*/[ \t]*(?P<val2>\d[\d,]*(?:\.\d+)?))?"
-    rf"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms|sec)(?![\w/])"
+    r"(?<![\w./:\-])(?P<val>\d[\d,]*(?:\.\d+)?)(?:[ \t]*/[ \t]*(?P<val2>\d[\d,]*(?:\.\d+)?))?"
+    r"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms|sec)(?![\w/])"
 )
 _FRACTION = re.compile(r"(?<![\w./:\-])(?P<n>\d+)[ \t]*/[ \t]*(?P<total>\d+)(?![\w./])")
 _HEAD = re.compile(
@@ -101,7 +110,8 @@ _HEAD = re.compile(
 )
 _LEAD_STEP = re.compile(r"(?P<n>\d+)(?:[ \t]*/[ \t]*(?P<total>\d+))?[ \t]*[|,;:](?![\d])")
 RANK_PREFIX = re.compile(
-    r"[ \t]*(?:\[(?:rank|Rank|RANK|default)[ ]?(?P<r1>\d+)\]:?|\[(?P<r2>\d+),\d+\]<std(?:out|err)>:)"
+    r"[ \t]*(?:\[(?:rank|Rank|RANK|default)[ ]?(?P<r1>\d+)\]:?"
+    r"|\[(?P<r2>\d+),\d+\]<std(?:out|err)>:)"
 )
 TIMESTAMP = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?"
@@ -367,7 +377,7 @@ def _classify(key: str, m: re.Match[str]) -> list[Value] | None:
     name = normalize(key)
     if not name or name in _IGNORED_KEYS or name[0].isdigit():
         return None
-    if "/" in key and "." in key or name.endswith("_py"):
+    if ("/" in key and "." in key) or name.endswith("_py"):
         return None  # a source location (`convert_frame.py:844`), not a measurement
     vs, ve = m.start("val"), m.end("val")
     raw_unit = (m.group("unit") or "").strip()
@@ -482,7 +492,13 @@ def _compile_converter(
     converts only what a summary needs. A value the written-out code cannot read (a
     thousands separator where the first line had none) raises, and the caller falls
     back to the general conversion."""
-    body = ["def convert(g):", " v = {}", " m = []", " rank = 0", " step = total = pos = epoch = None"]
+    body = [
+        "def convert(g):",
+        " v = {}",
+        " m = []",
+        " rank = 0",
+        " step = total = pos = epoch = None",
+    ]
     for i, v in enumerate(groups):
         if lean and v.target not in _LEAN:
             continue
@@ -513,7 +529,7 @@ def _compile_converter(
     body.append(f" return _SL(rank, step, total, v, m, epoch, pos, {unit!r})")
     scope = {"_f": float, "_wall": wall_time, "_mem": _memory_auto, "_SL": StepLine}
     try:
-        exec(compile("\n".join(body), "<ledger.logs template>", "exec"), scope)  # noqa: S102
+        exec(compile("\n".join(body), "<ledger.logs template>", "exec"), scope)
     except SyntaxError:  # pragma: no cover — names are repr()'d; kept as a safety net
         return None
     return scope["convert"]  # type: ignore[no-any-return]

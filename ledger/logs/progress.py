@@ -22,7 +22,10 @@ _BAR = re.compile(
     rf"(?P<n>{_COUNT})/(?P<total>{_COUNT}|\?)"
     r"(?:[ \t]*\[(?P<inner>[^\]\n]{0,400})\])?"
 )
-_NO_TOTAL = re.compile(rf"(?:^|[:\s])(?P<n>{_COUNT})(?P<unit>[a-zA-Z/]{{1,12}})? \[(?P<inner>[\d:]+, [^\]\n]{{1,300}})\]")
+_NO_TOTAL = re.compile(
+    rf"(?:^|[:\s])(?P<n>{_COUNT})(?P<unit>[a-zA-Z/]{{1,12}})?"
+    r" \[(?P<inner>[\d:]+, [^\]\n]{1,300})\]"
+)
 _RATE = re.compile(r"[ \t]*(?P<rate>[\d.]+[kMGT]?|\?)[ \t]*(?P<unit>[A-Za-z/%]+(?:/[A-Za-z]+)?)")
 _LOADING = re.compile(r"load|shard|materializ|download|fetch|restor|checkpoint|init", re.I)
 

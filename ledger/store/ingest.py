@@ -224,9 +224,7 @@ class IngestMixin(LedgerBase):
         now = utcnow()
         last_read = lf.ingested_at
         stalled = (
-            not grew
-            and last_read is not None
-            and now - last_read >= timedelta(seconds=stall_after)
+            not grew and last_read is not None and now - last_read >= timedelta(seconds=stall_after)
         )
         fate, reason = final.fate(stalled=stalled)
         lf.offset = offset
@@ -265,7 +263,9 @@ class IngestMixin(LedgerBase):
         steps when this file is the run's only log (they came from the old content)."""
         session.execute(delete(m.LogEvent).where(m.LogEvent.log_file_id == lf.id))
         others = session.scalar(
-            select(func.count(m.LogFile.id)).where(m.LogFile.run_id == run_id, m.LogFile.id != lf.id)
+            select(func.count(m.LogFile.id)).where(
+                m.LogFile.run_id == run_id, m.LogFile.id != lf.id
+            )
         )
         if not others:
             session.execute(delete(m.Metric).where(m.Metric.run_id == run_id))
@@ -331,10 +331,10 @@ class IngestMixin(LedgerBase):
             query = select(m.LogEvent).where(m.LogEvent.run_id == run_id)
             if kind is not None:
                 query = query.where(m.LogEvent.kind == kind)
-            rows = session.scalars(query.order_by(m.LogEvent.log_file_id, m.LogEvent.line, m.LogEvent.id))
-            return [
-                {"line": e.line, "kind": e.kind, "text": e.text, "rank": e.rank} for e in rows
-            ]
+            rows = session.scalars(
+                query.order_by(m.LogEvent.log_file_id, m.LogEvent.line, m.LogEvent.id)
+            )
+            return [{"line": e.line, "kind": e.kind, "text": e.text, "rank": e.rank} for e in rows]
 
 
 def _check_readable(file: Path) -> None:
@@ -361,9 +361,9 @@ def _hash_prefix(file: Path, length: int) -> Any:
 
 def _step_counts(session: Session, run_id: int) -> tuple[int, int]:
     steps, ranks = session.execute(
-        select(func.count(func.distinct(m.Step.step)), func.count(func.distinct(m.Step.rank))).where(
-            m.Step.run_id == run_id
-        )
+        select(
+            func.count(func.distinct(m.Step.step)), func.count(func.distinct(m.Step.rank))
+        ).where(m.Step.run_id == run_id)
     ).one()
     return int(steps or 0), int(ranks or 0)
 
@@ -383,7 +383,15 @@ def _store(conn: Connection, run_id: int, log_file_id: int, parser: Any, sent: l
                 ("run_id", "log_file_id", "line", "kind", "text", "rank", "created_at"),
             ).replace(" ON CONFLICT DO NOTHING", ""),
             [
-                (run_id, log_file_id, line, kind, redact(text) or "", rank, utcnow().replace(tzinfo=None))
+                (
+                    run_id,
+                    log_file_id,
+                    line,
+                    kind,
+                    redact(text) or "",
+                    rank,
+                    utcnow().replace(tzinfo=None),
+                )
                 for line, kind, text, rank in event_rows
             ],
         )

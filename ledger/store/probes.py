@@ -61,7 +61,9 @@ class ProbesMixin(LedgerBase):
 
         argv = [str(a) for a in command]
         if not argv:
-            raise UsageError("give the command after --, e.g. ledger probe --run R -- tail -n 90 train.log")
+            raise UsageError(
+                "give the command after --, e.g. ledger probe --run R -- tail -n 90 train.log"
+            )
         with self._write() as session:
             run_row = self._ensure_run(session, run)
             row = m.Probe(
@@ -142,7 +144,9 @@ class ProbesMixin(LedgerBase):
         with self._read() as session:
             prev = session.scalar(
                 select(m.Probe)
-                .where(m.Probe.run_id == run_id, m.Probe.id != probe_id, m.Probe.ended_at.is_not(None))
+                .where(
+                    m.Probe.run_id == run_id, m.Probe.id != probe_id, m.Probe.ended_at.is_not(None)
+                )
                 .order_by(m.Probe.id.desc())
                 .limit(1)
             )

@@ -1,0 +1,83 @@
+"""How fast `ledger ingest` stores a log of 1M step lines in SQLite.
+
+The log (torchtitan-style step lines of one rank: step, loss, grad_norm, memory, tps,
+mfu) is written to a temporary folder with a fresh ledger, both deleted afterwards.
+Printed beside: plain line iteration of the same file, and raw sqlite3 executemany of
+the same number of step rows.
+
+    python benchmarks/bench_ingest.py             # 1M step lines (target: <= 10 s)
+    python benchmarks/bench_ingest.py --lines 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+LINE = (
+    "[rank0]:[titan] 2025-03-01 10:{m:02d}:{s:02d},123 - root - INFO - step: {step:7d}  "
+    "loss: {loss:.4f}  grad_norm: 1.1000  memory: 61.23GiB(77.41%)  tps: {tps:,}  mfu: 31.59%\n"
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    args = ap.parse_args()
+    import ledger
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "train_bench.log"
+        with log.open("w") as out:
+            for step in range(1, args.lines + 1):
+                out.write(
+                    LINE.format(m=(step // 60) % 60, s=step % 60, step=step, loss=2 + 1 / step,
+                                tps=12000 + step % 997)
+                )  # fmt: skip
+        mb = log.stat().st_size / 1e6
+        t = time.perf_counter()
+        with log.open("rb") as f:
+            for _ in f:
+                pass
+        plain = time.perf_counter() - t
+
+        raw_db = sqlite3.connect(Path(tmp) / "raw.db")
+        raw_db.execute(
+            "CREATE TABLE step (run_id, rank, step, throughput, loss, PRIMARY KEY (run_id, rank, step))"  # noqa: E501
+        )
+        rows = [(1, 0, i, 12000.0, 2.0) for i in range(args.lines)]
+        t = time.perf_counter()
+        raw_db.executemany("INSERT INTO step VALUES (?, ?, ?, ?, ?)", rows)
+        raw_db.commit()
+        raw = time.perf_counter() - t
+        raw_db.close()
+        del rows
+
+        lg = ledger.open(Path(tmp) / "ledger.db")
+        t, c = time.perf_counter(), time.process_time()
+        result = lg.ingest(log)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        t = time.perf_counter()
+        again = lg.ingest(log)
+        second = time.perf_counter() - t
+        lg.close()
+    print(f"log: {args.lines:,} step lines, {mb:,.0f} MB")
+    print(f"plain line iteration:            {plain:6.2f} s")
+    print(
+        f"raw sqlite3 executemany of {args.lines:,} step rows: {raw:6.2f} s ({args.lines / raw:,.0f} rows/s)"  # noqa: E501
+    )
+    print(
+        f"ledger ingest:                   {wall:6.2f} s wall, {cpu:.2f} s CPU "
+        f"({result.steps:,} steps, {result.metrics:,} metric rows; target <= 10 s)"
+    )
+    print(f"ledger ingest again (unchanged): {second:6.2f} s, {again.steps} new rows")
+
+
+if __name__ == "__main__":
+    main()
