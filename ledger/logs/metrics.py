@@ -12,9 +12,11 @@ columns through small tables; every other named scalar becomes a metric.
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ledger.logs.numbers import (
     INT_FAST,
@@ -187,12 +189,37 @@ class StepLine:
     unit: str | None = None
 
 
+# A step line as the parser takes it: a flat tuple (see FLAT_*), its metric names, its unit.
+Flat = tuple[Any, ...]
+FLAT_RANK, FLAT_STEP, FLAT_TOTAL, FLAT_POSITION, FLAT_EPOCH = range(5)
+FLAT_ROW = slice(5, 13)  # wall, step time, gpu time, tokens, throughput, loss, alloc, reserved
+FLAT_METRICS = 13
+_FLAT_OF = {WALL: 5, STEP_TIME: 6, GPU_TIME: 7, TOKENS: 8, THROUGHPUT: 9, LOSS: 10,
+            MEM_ALLOC: 11, MEM_RESERVED: 12}  # fmt: skip
+
+
+def flatten(sl: StepLine) -> tuple[Flat, tuple[str, ...], str | None]:
+    """A StepLine (the general path) in the shape learned templates produce."""
+    v = sl.values
+    tokens = v.get(TOKENS)
+    if tokens is not None:
+        tokens = int(tokens) if math.isfinite(tokens) else None
+    flat = (
+        sl.rank, sl.step, sl.total, sl.position, sl.epoch,
+        v.get(WALL), v.get(STEP_TIME), v.get(GPU_TIME), tokens, v.get(THROUGHPUT),
+        v.get(LOSS), v.get(MEM_ALLOC), v.get(MEM_RESERVED),
+        tuple(x for _n, x in sl.metrics),
+    )  # fmt: skip
+    return flat, tuple(n for n, _x in sl.metrics), sl.unit
+
+
 @dataclass
 class Template:
     regex: re.Pattern[str]
     groups: list[Value]
     unit: str | None
-    convert: Callable[[tuple[str | None, ...]], StepLine] | None = None
+    convert: Callable[[tuple[str | None, ...]], Flat] | None = None
+    names: tuple[str, ...] = ()
 
 
 @dataclass
@@ -204,7 +231,7 @@ class Shapes:
     templates: list[Template] = field(default_factory=list)
     max_templates: int = 24
 
-    def match(self, line: str) -> StepLine | None:
+    def match(self, line: str) -> tuple[Flat, tuple[str, ...], str | None] | None:
         """A step line read by a learned template, or None (then call `generic`)."""
         templates = self.templates
         for i, tpl in enumerate(templates):
@@ -214,13 +241,18 @@ class Shapes:
                     templates.insert(0, templates.pop(i))
                 if tpl.convert is not None:
                     try:
-                        return tpl.convert(m.groups())
+                        return tpl.convert(m.groups()), tpl.names, tpl.unit
                     except (ValueError, TypeError, OverflowError):
                         pass
-                return _convert(m.groups(), tpl.groups, tpl.unit, lean=self.lean)
+                return flatten(_convert(m.groups(), tpl.groups, tpl.unit, lean=self.lean))
         return None
 
-    def generic(self, line: str) -> StepLine | None:
+    def generic(self, line: str) -> tuple[Flat, tuple[str, ...], str | None] | None:
+        """Read a line the slow way; learn a template when it is a step line."""
+        sl = self.generic_line(line)
+        return flatten(sl) if sl is not None else None
+
+    def generic_line(self, line: str) -> StepLine | None:
         """Read a line the slow way; learn a template when it is a step line."""
         found = self._find(line)
         if found is None:
@@ -319,8 +351,8 @@ class Shapes:
             return
         if len(self.templates) >= self.max_templates:
             self.templates.pop()
-        convert = _compile_converter(groups, unit, lean=self.lean)
-        self.templates.insert(0, Template(regex, groups, unit, convert))
+        convert, names = _compile_converter(groups, unit, lean=self.lean)
+        self.templates.insert(0, Template(regex, groups, unit, convert, names))
 
 
 def _group(v: Value) -> str:
@@ -486,53 +518,55 @@ _LEAN = (RANK, STEP, TOTAL, POSITION, EPOCH, THROUGHPUT, STEP_TIME)
 
 def _compile_converter(
     groups: list[Value], unit: str | None, *, lean: bool = False
-) -> Callable[[tuple[str | None, ...]], StepLine] | None:
-    """A function that turns a template's groups into a StepLine, written out for this
-    template (no loop, no dispatch): the hot path of reading step lines. A lean one
-    converts only what a summary needs. A value the written-out code cannot read (a
-    thousands separator where the first line had none) raises, and the caller falls
-    back to the general conversion."""
-    body = [
-        "def convert(g):",
-        " v = {}",
-        " m = []",
-        " rank = 0",
-        " step = total = pos = epoch = None",
-    ]
+) -> tuple[Callable[[tuple[str | None, ...]], Flat] | None, tuple[str, ...]]:
+    """A function that turns a template's groups into a flat step tuple, written out for
+    this template (one expression, no loop, no dispatch): the hot path of reading step
+    lines. A lean one converts only what a summary needs. A value the written-out code
+    cannot read (`1,234` where the first line had `999`) raises, and the caller falls
+    back to the general conversion. Returns the function and its metrics' names."""
+    slots = ["None"] * 13
+    metrics: list[str] = []
+    names: list[str] = []
     for i, v in enumerate(groups):
         if lean and v.target not in _LEAN:
             continue
         t = f"g[{i}]"
         num = f"_f({t}.replace(',', ''))" if v.commas else f"_f({t})"
-        if v.target == RANK:
-            body.append(f" rank = int({t})")
-        elif v.target in (STEP, TOTAL, POSITION):
-            name = {STEP: "step", TOTAL: "total", POSITION: "pos"}[v.target]
-            conv = f"int({t}.replace(',', ''))" if v.commas else f"int({t})"
-            body.append(f" if {t} is not None: {name} = {conv}")
-        elif v.target == WALL:
-            body.append(f" w = _wall({t})")
-            body.append(" if w is not None: v[3] = w")
-        else:
-            scale = "" if v.scale == 1.0 else f" * {v.scale!r}"
-            value = f"{num}{scale}"
-            if v.kind == "memory":
-                value = f"_mem({num})"
-            if v.target == METRIC:
-                body.append(f" if {t} is not None: m.append(({v.name!r}, {value}))")
-            elif v.target == EPOCH:
-                body.append(f" if {t} is not None:")
-                body.append(f"  epoch = {value}")
-                body.append("  m.append(('epoch', epoch))")
-            else:
-                body.append(f" if {t} is not None: v[{v.target}] = {value}")
-    body.append(f" return _SL(rank, step, total, v, m, epoch, pos, {unit!r})")
-    scope = {"_f": float, "_wall": wall_time, "_mem": _memory_auto, "_SL": StepLine}
+        if v.target in (RANK, STEP, TOTAL, POSITION):
+            index = {RANK: 0, STEP: 1, TOTAL: 2, POSITION: 3}[v.target]
+            slots[index] = f"int({t}.replace(',', ''))" if v.commas else f"int({t})"
+            continue
+        if v.target == WALL:
+            slots[5] = f"_wall({t})"
+            continue
+        value = f"{num} * {v.scale!r}" if v.scale != 1.0 else num
+        if v.kind == "memory":
+            value = f"_mem({num})"
+        if v.target == TOKENS:
+            value = f"_tok({value})"
+        if v.target == EPOCH:
+            slots[4] = value
+            metrics.append(value)
+            names.append("epoch")
+        elif v.target == METRIC:
+            metrics.append(value)
+            names.append(v.name)
+        elif v.target in _FLAT_OF:
+            slots[_FLAT_OF[v.target]] = value
+    if slots[0] == "None":
+        slots[0] = "0"
+    tail = f"({', '.join(metrics)},)" if metrics else "()"
+    body = f"def convert(g):\n return ({', '.join(slots)}, {tail})\n"
+    scope = {"_f": float, "_wall": wall_time, "_mem": _memory_auto, "_tok": _tokens}
     try:
-        exec(compile("\n".join(body), "<ledger.logs template>", "exec"), scope)
+        exec(compile(body, "<ledger.logs template>", "exec"), scope)
     except SyntaxError:  # pragma: no cover — names are repr()'d; kept as a safety net
-        return None
-    return scope["convert"]  # type: ignore[no-any-return]
+        return None, tuple(names)
+    return scope["convert"], tuple(names)  # type: ignore[return-value]
+
+
+def _tokens(x: float) -> int:
+    return int(x)
 
 
 def _memory_auto(x: float) -> float:

@@ -14,11 +14,14 @@ import re
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from ledger.logs import events as ev
 from ledger.logs.fate import Facts, decide
 from ledger.logs.metrics import (
+    FLAT_METRICS,
+    FLAT_ROW,
     GPU_TIME,
     LOSS,
     MEM_ALLOC,
@@ -27,9 +30,10 @@ from ledger.logs.metrics import (
     STEP_TIME,
     THROUGHPUT,
     TOKENS,
-    WALL,
+    Flat,
     Shapes,
     StepLine,
+    flatten,
     normalize,
 )
 from ledger.logs.nvsmi import Gpu, TableReader, csv_row, header_fields
@@ -308,13 +312,13 @@ class LogParser:
             m = tpl.regex.fullmatch(s)
             if m is not None and tpl.convert is not None:
                 try:
-                    sl = tpl.convert(m.groups())
+                    self._step(line, tpl.convert(m.groups()), tpl.names, tpl.unit)
+                    return
                 except (ValueError, TypeError, OverflowError):
-                    sl = self.shapes.match(s)
-            else:
-                sl = self.shapes.match(s)
-            if sl is not None:
-                self._step(line, sl)
+                    pass
+            found = self.shapes.match(s)
+            if found is not None:
+                self._step(line, *found)
                 return
         if "%" in s or "it/s" in s or "s/it" in s:
             bars, rest = find_bars(s)
@@ -349,9 +353,9 @@ class LogParser:
             m = _TOKENS_PER_ITER.search(s)
             if m is not None:
                 self.tokens_per_step = float(m.group(1).replace(",", ""))
-        sl = self.shapes.generic(s)
-        if sl is not None:
-            self._step(line, sl)
+        found = self.shapes.generic(s)
+        if found is not None:
+            self._step(line, *found)
 
     @staticmethod
     def _split_rank(s: str) -> tuple[int | None, str]:
@@ -363,18 +367,17 @@ class LogParser:
 
     # -- steps --------------------------------------------------------------------------
 
-    def _step(self, line: int, sl: StepLine) -> None:
-        rank = sl.rank
-        step = sl.step
-        total = sl.total
+    def _step(self, line: int, t: Flat, names: tuple[str, ...], unit: str | None) -> None:
+        """Count one step line (a flat tuple, see ledger.logs.metrics.FLAT_*)."""
+        rank, step, total, position, epoch = t[0], t[1], t[2], t[3], t[4]
         if step is None:
-            if sl.position is not None:
-                step = sl.position
-                if sl.epoch is not None and total and float(sl.epoch).is_integer():
-                    epoch = int(sl.epoch)
-                    if self.epoch_base is None or epoch < self.epoch_base:
-                        self.epoch_base = epoch
-                    step = (epoch - self.epoch_base) * total + step
+            if position is not None:
+                step = position
+                if epoch is not None and total and float(epoch).is_integer():
+                    e = int(epoch)
+                    if self.epoch_base is None or e < self.epoch_base:
+                        self.epoch_base = e
+                    step = (e - self.epoch_base) * total + position
                     total = None  # a position inside an epoch: not the run's length
             else:
                 step = self.last_by_rank.get(rank, 0) + 1
@@ -382,18 +385,22 @@ class LogParser:
             self.total = total
         self.last_by_rank[rank] = step
         self.step_lines += 1
-        values = sl.values
-        throughput = values.get(THROUGHPUT)
-        step_time = values.get(STEP_TIME)
-        if throughput is None and self.tokens_per_step and step_time and sl.unit in (None, "tok/s"):
-            throughput = self.tokens_per_step / step_time
+        throughput = t[9]
+        row = t[FLAT_ROW]
+        if throughput is None and self.tokens_per_step and t[6] and unit in (None, "tok/s"):
+            throughput = self.tokens_per_step / t[6]
+            row = (*row[:4], throughput, *row[5:])
             if self.shapes.unit is None:
                 self.shapes.unit = "tok/s"
         if throughput is not None:
             if self.first_tp is None:
                 self.first_tp = throughput
             self.last_tp = throughput
-            self.sample.add(throughput)
+            sample = self.sample
+            if sample.skip:
+                sample.skip -= 1
+            else:
+                sample.add(throughput)
         self.ranks.add(rank)
         bits = self._bits
         byte = step >> 3
@@ -416,23 +423,10 @@ class LogParser:
         if self.keep_rows:
             if self._maybe_nan:
                 self.batch_has_nan = True
-            tokens = values.get(TOKENS)
-            self.rows.append(
-                (
-                    rank,
-                    step,
-                    values.get(WALL),
-                    step_time,
-                    values.get(GPU_TIME),
-                    int(tokens) if tokens is not None and math.isfinite(tokens) else None,
-                    throughput,
-                    values.get(LOSS),
-                    values.get(MEM_ALLOC),
-                    values.get(MEM_RESERVED),
-                )
-            )
-            if sl.metrics:
-                self.metric_rows.extend((rank, step, n, v) for n, v in sl.metrics)
+            self.rows.append((rank, step, *row))
+            values = t[FLAT_METRICS]
+            if values:
+                self.metric_rows.extend(zip(repeat(rank), repeat(step), names, values))
 
     def _count_step(self, step: int) -> None:
         if 0 <= step < 1 << 28:
@@ -476,7 +470,7 @@ class LogParser:
         step = to_int(groups["step"]) if "step" in groups else None
         total = to_int(groups["total"]) if "total" in groups else None
         rank = to_int(groups.get("rank", "0")) or 0
-        self._step(line, StepLine(rank, step, total, values, metrics, unit=unit))
+        self._step(line, *flatten(StepLine(rank, step, total, values, metrics, unit=unit)))
 
     # -- bars ---------------------------------------------------------------------------
 

@@ -407,24 +407,31 @@ def _write_rows(
     *,
     nan: bool = True,
 ) -> None:
+    """Rows as the parser made them, without run_id: it goes into the statement as a
+    literal (an int of ours), so millions of rows are not copied to prepend it."""
     dialect = conn.dialect.name
     fix = dialect == "sqlite" and nan
     if rows:
-        data = [(run_id, *r) for r in rows]
         if fix:
-            data = [tuple(_nan_text(v) for v in r) for r in data]
+            rows = [tuple(_nan_text(v) for v in r) for r in rows]
         conn.exec_driver_sql(
-            insert_statement(dialect, "step", ("run_id", "rank", "step", *STEP_COLUMNS)), data
+            _insert(dialect, "step", ("rank", "step", *STEP_COLUMNS), run_id), rows
         )
         sent[0] += len(rows)
     if metric_rows:
-        mdata = [(run_id, *r) for r in metric_rows]
         if fix:
-            mdata = [(a, b, c, d, _nan_text(v)) for a, b, c, d, v in mdata]
+            metric_rows = [(a, b, c, _nan_text(v)) for a, b, c, v in metric_rows]
         conn.exec_driver_sql(
-            insert_statement(dialect, "metric", ("run_id", "rank", "step", "name", "value")), mdata
+            _insert(dialect, "metric", ("rank", "step", "name", "value"), run_id), metric_rows
         )
         sent[1] += len(metric_rows)
+
+
+def _insert(dialect: str, table: str, columns: tuple[str, ...], run_id: int) -> str:
+    """INSERT … ON CONFLICT DO NOTHING with run_id fixed in the statement."""
+    sql = insert_statement(dialect, table, ("run_id", *columns))
+    mark = "?" if dialect == "sqlite" else "%s"
+    return sql.replace(f"VALUES ({mark}, ", f"VALUES ({int(run_id)}, ", 1)
 
 
 def _nan_text(value: Any) -> Any:
