@@ -59,13 +59,21 @@ def main() -> None:
         plain = time.perf_counter() - t
 
         metrics_per_step = 3 if args.shape == "torchtitan" else 1
+        n = args.lines
         raw_db = sqlite3.connect(Path(tmp) / "raw.db")
-        raw_db.execute("CREATE TABLE step (run_id, rank, step, throughput, loss, PRIMARY KEY (run_id, rank, step))")  # noqa: E501
-        raw_db.execute("CREATE TABLE metric (run_id, rank, step, name, value, PRIMARY KEY (run_id, rank, step, name))")  # noqa: E501
-        rows = [(1, 0, i, 12000.0, 2.0) for i in range(args.lines)]
-        mrows = [(1, 0, i, f"m{k}", 1.0) for i in range(args.lines) for k in range(metrics_per_step)]  # noqa: E501
+        raw_db.execute(
+            "CREATE TABLE step (run_id, rank, step, wall_time, step_time_s, gpu_time_s, tokens,"
+            " throughput, loss, memory_allocated_mib, memory_reserved_mib,"
+            " PRIMARY KEY (run_id, rank, step))"
+        )
+        raw_db.execute(
+            "CREATE TABLE metric (run_id, rank, step, name, value,"
+            " PRIMARY KEY (run_id, rank, step, name))"
+        )
+        rows = [(1, 0, i, None, 0.45, None, None, 12000.0, 2.0, None, None) for i in range(n)]
+        mrows = [(1, 0, i, f"m{k}", 1.0) for i in range(n) for k in range(metrics_per_step)]
         t = time.perf_counter()
-        raw_db.executemany("INSERT INTO step VALUES (?, ?, ?, ?, ?)", rows)
+        raw_db.executemany("INSERT INTO step VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         raw_db.executemany("INSERT INTO metric VALUES (?, ?, ?, ?, ?)", mrows)
         raw_db.commit()
         raw = time.perf_counter() - t

@@ -85,3 +85,30 @@ def test_snapshot_resume_equals_one_pass() -> None:
         b["throughput"]["last"],
     )
     assert not LogParser().restore({"version": -1})
+
+
+ADVERSARIAL = {
+    "words": " ".join(["word"] * 390) + ": x 5",
+    "table": "|  0 " + " " * 60000,
+    "digits": "1" * 60000,
+    "percent bars": "5%|" * 20000,
+    "pairs": "a=1 " * 15000,
+    "brackets": "[" * 60000,
+    "exit codes": "exitcode: 1 " * 5000,
+    "csv": ",".join(["1"] * 30000),
+    "fractions": "1/2 tok/s " * 6000,
+    "open bar": "50%|x| 1/2 [" + "0" * 60000,
+    "frames": "Traceback (most recent call last):\n" + '  File "x", line 1\n' * 20000,
+}
+
+
+def test_adversarial_lines_finish_quickly() -> None:
+    import time
+
+    for name, text in ADVERSARIAL.items():
+        parser = LogParser(keep_rows=True)
+        started = time.perf_counter()
+        for block, _end, _complete in read_blocks(io.BytesIO((text + "\n").encode())):
+            parser.feed(block)
+        parser.finish()
+        assert time.perf_counter() - started < 5, name

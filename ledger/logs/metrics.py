@@ -91,7 +91,7 @@ _RATE_UNITS = {
 _WORD = r"[A-Za-z_][\w./\-]*"
 _KV = re.compile(
     rf"""(?<![\w./\-'"])['"]?
-    (?:(?P<mkey>{_WORD}(?:[ ](?:{_WORD}|\([^()\n]{{1,24}}\)))+)['"]?[ \t]*[:=]
+    (?:(?P<mkey>{_WORD}(?:[ ](?:{_WORD}|\([^()\n]{{1,24}}\))){{1,6}})['"]?[ \t]*[:=]
       |(?P<key>{_WORD})['"]?(?:[ \t]*[:=]|[ \t]))
     [ \t]*\[?(?P<val>{NUM})
     (?:(?P<total>[ \t]*/[ \t]*\d[\d,]*)
@@ -268,7 +268,7 @@ class Shapes:
         return result
 
     def _find(self, line: str) -> tuple[list[Value], str | None] | None:
-        if len(line) > 4000:
+        if len(line) > 2000:
             return None
         values: list[Value] = []
         rm = RANK_PREFIX.match(line)

@@ -599,11 +599,13 @@ class LogParser:
 
     def _gpu_line(self, body: str) -> bool:
         if body.startswith("|"):
+            if len(body) > 400:  # table rows are short; long ones are something else
+                return False
             table, gpu = self._table.feed(body)
             if gpu is not None:
                 self.gpus[gpu.index] = gpu
             return table
-        if "," not in body:
+        if "," not in body or len(body) > 2000:
             self._csv_next = 0
             self._csv_fields = None
             return False
