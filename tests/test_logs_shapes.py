@@ -201,3 +201,56 @@ def test_parse_cli_json_needs_no_ledger(tmp_path: Path) -> None:
     assert text.exit_code == 0 and text.stdout.startswith("torchrun_oom.log: oom")
     missing = run_cli("parse", str(tmp_path / "nope.log"))
     assert missing.exit_code == 1 and missing.stderr.startswith("Error:")
+
+
+# Shapes LOG-SHAPES.md does not list: read as far as they go, never a crash.
+UNLISTED = {
+    "maxtext": (
+        "".join(
+            f"completed step: {i}, seconds: 1.234, TFLOP/s/device: 123.4, "
+            f"Tokens/s/device: {4567 + i}.8, total_weights: 12345, loss: {5.6 - i / 100:.3f}\n"
+            for i in range(5)
+        ),
+        ("running", 5, "tok/s"),
+    ),
+    "json lines": (
+        "".join(
+            f'{{"step": {i}, "loss": {2 - i / 10:.3f}, "tokens_per_sec": {1000 + i}}}\n'
+            for i in range(1, 6)
+        ),
+        ("running", 5, "tok/s"),
+    ),
+    "glog prefix": (
+        "".join(
+            f"I0301 10:00:0{i}.123456 140000 train.py:123] step {i} loss 2.0 "
+            f"throughput {1000 + i} tokens/s\n"
+            for i in range(1, 4)
+        ),
+        ("running", 3, "tok/s"),
+    ),
+    "slurm time limit": (
+        "step 1 loss 2.0 tok/s 100\nslurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT "
+        "2024-01-01T12:00:00 DUE TO TIME LIMIT ***\n",
+        ("killed", 1, "tok/s"),
+    ),
+    "exception without traceback": (
+        "step 1 loss 2.0 tok/s 100\nRuntimeError: CUDA error: an illegal memory access was "
+        "encountered\n",
+        ("crashed", 1, "tok/s"),
+    ),
+    "host oom killer": (
+        "step 1 loss 2.0 tok/s 100\nOut of memory: Killed process 1234 (python)\n",
+        ("killed", 1, "tok/s"),
+    ),
+    "eight ranks without prefixes": (
+        "".join(f"step {i} | loss 2.0 | tok/s {14000 + r}\n" for i in (1, 2, 3) for r in range(8)),
+        ("running", 3, "tok/s"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNLISTED))
+def test_unlisted_shapes(name: str) -> None:
+    text, (fate, steps, unit) = UNLISTED[name]
+    _, s = parse_text(text)
+    assert (s.fate, s.steps, s.throughput["unit"]) == (fate, steps, unit)

@@ -20,7 +20,7 @@ _HINT = re.compile(
     r"|core dumped|Fatal|FATAL|[Ww]arning|WARN|train_runtime"
     r"|[Tt]raining (?:is )?(?:complete|finished|done)"
     r"|Finished training|Done training|fit` stopped|exits successfully|Materializing|Loading"
-    r"|function: '|last reason:"
+    r"|function: '|last reason:|CANCELLED"
 )
 
 _OOM = re.compile(
@@ -62,6 +62,12 @@ _FINISHED = re.compile(
 )
 _WARNING = re.compile(r"\bWARN(?:ING)?\b|[A-Za-z]*Warning\b|warnings\.warn")
 _ERROR = re.compile(r"\bERROR\b|\bFATAL\b|\bCRITICAL\b|^[\w.]*(?:Error|Exception)(?::|$)")
+# An exception's own line (`RuntimeError: CUDA error: …`), seen without its traceback
+# (cut off by `tail -n 90`, or printed by a launcher): the run died of it unless it went on.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt)(?::|$)")
+_CANCELLED = re.compile(
+    r"\bCANCELLED\b.*\bDUE TO\b|\*\*\* JOB \d+ ON \S+ CANCELLED|DUE TO PREEMPTION"
+)
 _LOADING = re.compile(r"^(?:Loading|Materializing)\b|\bMaterializing param")
 EXCEPTION_LINE = re.compile(r"(?P<type>[A-Za-z_][\w.]*)(?::[ \t]?(?P<msg>.*))?")
 
@@ -129,6 +135,11 @@ def classify(text: str) -> list[Found]:
     if _LOADING.search(short):
         return [Found("loading", short, "loading")]
     if _ERROR.search(text):
+        m = _EXCEPTION.match(short)
+        if m is not None:
+            base = short.split(":", 1)[0].rsplit(".", 1)[-1]
+            effect = exception_effect(short.split(":", 1)[0], short)
+            return [Found("error", short, None if base in WRAPPERS else effect)]
         return [Found("error", short, None)]
     if _WARNING.search(text):
         return [Found("warning", short, None)]
@@ -148,6 +159,8 @@ def _signal(text: str, short: str) -> Found | None:
     m = _RETURNCODE.search(text)
     if m is not None:
         return _from_code(int(m.group("code") or m.group("code2")), None, short)
+    if _CANCELLED.search(text):  # Slurm's time limit or preemption
+        return Found("signal", short, "killed")
     if _CRASH_SIGNAL.search(text):
         return Found("signal", short, "crashed")
     if _KILLED.search(text):

@@ -457,6 +457,10 @@ def _target(name: str, unit: str, vs: int, ve: int) -> Value | None:
         if lower in ("tflops", "tflop/s"):
             rate = "TFLOP/s"
         return Value(vs, ve, THROUGHPUT, name=name, scale=scale, unit=rate, priority=priority)
+    guessed = _rate_of_name(name)
+    if guessed is not None:
+        return Value(vs, ve, THROUGHPUT, name=name, scale=suffix_scale(unit) or 1.0,
+                     unit=guessed, priority=2)  # fmt: skip
     if name == "throughput" or name.startswith("throughput_"):
         rate = _RATE_UNITS.get(lower)
         if rate is not None:
@@ -481,6 +485,20 @@ def _target(name: str, unit: str, vs: int, ve: int) -> Value | None:
         if lower in ("ms", "s", "sec"):
             return Value(vs, ve, METRIC, name=f"{name}_s", scale=time_scale(unit) or 1.0)
     return Value(vs, ve, METRIC, name=name)
+
+
+_RATE_NAME = re.compile(
+    r"^(?:train_)?(?P<what>tokens|token|tok|samples|sample|tflops|tflop|words)"
+    r"_(?:per_)?(?:s|sec|second)(?:_|$)"
+)
+_RATE_OF = {"token": "tok/s", "tokens": "tok/s", "tok": "tok/s", "sample": "samples/s",
+            "samples": "samples/s", "tflop": "TFLOP/s", "tflops": "TFLOP/s", "words": "words/s"}  # fmt: skip
+
+
+def _rate_of_name(name: str) -> str | None:
+    """Rates named in ways the table does not list: `tokens_s_device`, `samples_per_sec_gpu`."""
+    m = _RATE_NAME.match(name)
+    return _RATE_OF[m.group("what")] if m else None
 
 
 def _rate(name: str, unit: str, vs: int, ve: int, scale: float) -> Value:

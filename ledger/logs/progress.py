@@ -106,9 +106,7 @@ def find_bars(segment: str) -> tuple[list[Bar], str]:
 
 
 def _desc(text: str) -> str:
-    text = text.strip()
-    if text.endswith(":"):
-        text = text[:-1].rstrip()
+    text = text.strip().rstrip(": ").strip()
     # A desc is short; anything longer is other output the bar was glued to.
     return text[-120:]
 
