@@ -492,7 +492,8 @@ _RATE_NAME = re.compile(
     r"_(?:per_)?(?:s|sec|second)(?:_|$)"
 )
 _RATE_OF = {"token": "tok/s", "tokens": "tok/s", "tok": "tok/s", "sample": "samples/s",
-            "samples": "samples/s", "tflop": "TFLOP/s", "tflops": "TFLOP/s", "words": "words/s"}  # fmt: skip
+            "samples": "samples/s", "tflop": "TFLOP/s", "tflops": "TFLOP/s",
+            "words": "words/s"}  # fmt: skip
 
 
 def _rate_of_name(name: str) -> str | None:
