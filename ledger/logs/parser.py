@@ -53,11 +53,6 @@ _MAX_SAMPLE = 1 << 20
 StepRow = tuple[int, int, float | None, float | None, float | None, int | None, float | None,
                 float | None, float | None, float | None]  # fmt: skip
 
-USER_FIELDS = {
-    "step", "rank", "total", "loss", "throughput", "unit", "step_time", "step_time_s",
-    "step_time_ms", "tokens", "memory_allocated_mib", "memory_reserved_mib", "gpu_time_s",
-}  # fmt: skip
-
 
 def compile_patterns(patterns: list[str] | tuple[str, ...]) -> list[re.Pattern[str]]:
     """User shapes: regexes whose named groups name the values (step, loss, throughput…).
