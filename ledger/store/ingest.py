@@ -173,14 +173,15 @@ class IngestMixin(LedgerBase):
         from ledger.logs.parser import LogParser
         from ledger.logs.reader import read_blocks
 
-        size = file.stat().st_size
+        stat = file.stat()
+        size = stat.st_size
         offset = lf.offset or 0
         digest = hashlib.sha256()
         reset = None
         if offset > size:
             reset = "truncated"
         elif offset:
-            prefix = _hash_prefix(file, offset)
+            prefix = self._known_prefix(lf, file, stat.st_ino) or _hash_prefix(file, offset)
             if prefix.hexdigest() != lf.sha256:
                 reset = "replaced"
             else:
@@ -231,6 +232,7 @@ class IngestMixin(LedgerBase):
         lf.size = size
         lf.lines = parser.line_no - 1
         lf.sha256 = digest.hexdigest()
+        self._remember_prefix(lf, file, stat.st_ino, digest)
         lf.state = json.dumps(state, allow_nan=False)
         if grew or last_read is None:
             lf.ingested_at = now
@@ -257,6 +259,28 @@ class IngestMixin(LedgerBase):
             fate_reason=reason,
             summary=summary,
         )
+
+    # Following a log re-reads it every few seconds: within one process the hash of the
+    # prefix already read is kept, so that a 2 GB log is not hashed again on every look.
+    # The file must still be the same one (inode) and start with the same bytes.
+
+    def _known_prefix(self, lf: m.LogFile, file: Path, inode: int) -> Any:
+        known = getattr(self, "_prefixes", {}).get(lf.id)
+        if known is None:
+            return None
+        offset, sha, digest, known_inode, head = known
+        if (offset, sha, known_inode) != (lf.offset, lf.sha256, inode):
+            return None
+        with file.open("rb") as handle:
+            if handle.read(len(head)) != head:
+                return None
+        return digest.copy()
+
+    def _remember_prefix(self, lf: m.LogFile, file: Path, inode: int, digest: Any) -> None:
+        prefixes = self.__dict__.setdefault("_prefixes", {})
+        with file.open("rb") as handle:
+            head = handle.read(min(4096, lf.offset))
+        prefixes[lf.id] = (lf.offset, lf.sha256, digest.copy(), inode, head)
 
     def _forget(self, session: Session, run_id: int, lf: m.LogFile) -> None:
         """A truncated or replaced file is read again: its events go, and so do the run's
