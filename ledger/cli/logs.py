@@ -305,7 +305,12 @@ def pattern() -> None:
 @json_option
 @with_ledger(create=True)
 def pattern_add(lg: Any, regex: str, as_json: bool) -> None:
-    r"""Keep REGEX, e.g. 'it (?P<step>\d+) loss (?P<loss>[\d.]+) (?P<throughput>[\d.]+) tok/s'."""
+    r"""Keep REGEX, a step-line shape of your own, for ingest and probe to use.
+
+    Name the values with groups: step, rank, total, loss, throughput, unit, step_time_s,
+    step_time_ms, tokens, memory_allocated_mib, memory_reserved_mib; other names become
+    metrics. For example: 'it (?P<step>\d+) loss (?P<loss>[\d.]+) (?P<throughput>[\d.]+) tok/s'
+    """
     patterns = lg.add_log_pattern(regex)
     emit(patterns, as_json, lambda p: f"{len(p)} pattern(s) kept")
 

@@ -198,7 +198,7 @@ class IngestMixin(LedgerBase):
         if offset and not (lf.state and parser.restore(json.loads(lf.state))):
             self._forget(session, run_row.id, lf)  # a state this version cannot use
             offset, digest, reset = 0, hashlib.sha256(), reset or "reread"
-        grew = size != (lf.size or 0) or reset is not None
+        grew = size > (lf.size or 0) or reset is not None
         start = offset
         sent = [0, 0, 0]
         tail = ""
@@ -229,7 +229,7 @@ class IngestMixin(LedgerBase):
         )
         fate, reason = final.fate(stalled=stalled)
         lf.offset = offset
-        lf.size = size
+        lf.size = max(size, offset)  # the file may have grown while it was read
         lf.lines = parser.line_no - 1
         lf.sha256 = digest.hexdigest()
         self._remember_prefix(lf, file, stat.st_ino, digest)
