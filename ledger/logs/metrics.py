@@ -29,9 +29,9 @@ from ledger.logs.numbers import (
     to_int,
 )
 
-# Targets of a value, in the order of a step row after (rank, step).
+# What a value found on a line is (its "target"): a step column, a metric, or bookkeeping.
 RANK, STEP, TOTAL, WALL, STEP_TIME, GPU_TIME, TOKENS, THROUGHPUT, LOSS = range(9)
-MEM_ALLOC, MEM_RESERVED, METRIC, EPOCH, POSITION, PCT = range(9, 15)
+MEM_ALLOC, MEM_RESERVED, METRIC, EPOCH, POSITION = range(9, 14)
 
 # Throughput units, best first: a log's unit is the best one its first step line offers.
 UNIT_RANK = {"tok/s": 0, "words/s": 1, "samples/s": 2, "it/s": 3, "s/it": 4, "TFLOP/s": 5}
@@ -43,7 +43,7 @@ _STEP_KEYS = {
 }  # fmt: skip
 _LOSS_KEYS = {
     "loss": 0, "lm_loss": 0, "train_loss": 0, "train_loss_step": 1, "training_loss": 0,
-    "loss_train": 0, "train_lm_loss": 0, "train/loss": 0, "avg_loss": 2, "total_loss": 1,
+    "loss_train": 0, "train_lm_loss": 0, "avg_loss": 2, "total_loss": 1,
     "xent": 3, "nll_loss": 2, "loss_avg": 2,
 }  # fmt: skip
 _TIME_KEYS = {  # seconds unless the key or a glued unit says otherwise
@@ -388,14 +388,14 @@ def _best_per_target(values: list[Value]) -> list[Value]:
     """One value per step column (the best-priority one); the rest become metrics."""
     best: dict[int, Value] = {}
     for v in values:
-        if v.target in (METRIC, PCT, THROUGHPUT):
+        if v.target in (METRIC, THROUGHPUT):
             continue
         cur = best.get(v.target)
         if cur is None or v.priority < cur.priority:
             best[v.target] = v
     out = []
     for v in values:
-        if v.target in (METRIC, PCT, THROUGHPUT) or best.get(v.target) is v:
+        if v.target in (METRIC, THROUGHPUT) or best.get(v.target) is v:
             out.append(v)
         elif v.target in (STEP, TOTAL, RANK, WALL, POSITION, EPOCH):
             continue
