@@ -56,3 +56,16 @@ def test_probe_cli(db_url: str) -> None:
     with ledger.open(db_url) as lg:
         lg.probe("x", [sys.executable, "-c", "pass"], wait=5, sleep=sleeping.append)
     assert sleeping == [5]
+
+
+def test_gpu_columns_come_from_the_probe_command(lg) -> None:
+    from ledger.logs.nvsmi import query_from_command
+
+    query = "nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader"
+    assert query_from_command(f"ssh host '{query}'") == ("index", "utilization.gpu", "memory.used")
+    script = "print('0, 97 %, 1000 MiB'); print('1, 50 %, 2000 MiB')  # " + query
+    result = lg.probe("q", [sys.executable, "-c", script])
+    assert [(g["utilization_pct"], g["memory_used_mib"]) for g in result.gpus] == [
+        (97, 1000),
+        (50, 2000),
+    ]
