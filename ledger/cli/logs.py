@@ -54,15 +54,9 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
         e = s["last_event"]
         lines.append(f"  last event (line {e['line']}, {e['kind']}): {e['text'][:160]}")
     if s.get("gpus"):
-        gpus = s["gpus"]
-        used = [g["memory_used_mib"] for g in gpus if g.get("memory_used_mib") is not None]
-        util = [g["utilization_pct"] for g in gpus if g.get("utilization_pct") is not None]
-        bits = [f"{len(gpus)} GPU(s)"]
-        if used:
-            bits.append(f"{sum(used) / len(used) / 1024:.1f} GiB used on average")
-        if util:
-            bits.append(f"{sum(util) / len(util):.0f}% util")
-        lines.append("  " + ", ".join(bits))
+        from ledger.logs.nvsmi import describe
+
+        lines.append("  " + describe(s["gpus"]))
     return "\n".join(lines)
 
 

@@ -36,6 +36,18 @@ class Gpu:
         }
 
 
+def describe(gpus: list[dict[str, object]]) -> str:
+    """`8 GPUs, 61.2 GiB used on average, 0% util` for a person."""
+    used = [float(g["memory_used_mib"]) for g in gpus if g.get("memory_used_mib") is not None]  # type: ignore[arg-type]
+    util = [float(g["utilization_pct"]) for g in gpus if g.get("utilization_pct") is not None]  # type: ignore[arg-type]
+    bits = [f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"]
+    if used:
+        bits.append(f"{sum(used) / len(used) / 1024:.1f} GiB used on average")
+    if util:
+        bits.append(f"{sum(util) / len(util):.0f}% util")
+    return ", ".join(bits)
+
+
 def query_from_command(command: str) -> tuple[str, ...] | None:
     """The fields asked for by `nvidia-smi --query-gpu=a,b,c` in a command line."""
     m = _QUERY.search(command)

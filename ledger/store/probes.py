@@ -188,16 +188,10 @@ def _conclusion(run: str, fate: str, parser: Any, summary: dict[str, Any], resul
         parts.append(f"{last.get('kind', fate)}: {str(last.get('text', ''))[:100]}")
     head = f"{run}: {fate}"
     line = f"{head} — {', '.join(parts)}" if parts else head
-    gpus = summary["gpus"]
-    if gpus:
-        used = [g["memory_used_mib"] for g in gpus if g["memory_used_mib"] is not None]
-        util = [g["utilization_pct"] for g in gpus if g["utilization_pct"] is not None]
-        bits = [f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"]
-        if used:
-            bits.append(f"{sum(used) / len(used) / 1024:.1f} GiB used on average")
-        if util:
-            bits.append(f"{sum(util) / len(util):.0f}% util")
-        line += "; " + ", ".join(bits)
+    if summary["gpus"]:
+        from ledger.logs.nvsmi import describe
+
+        line += "; " + describe(summary["gpus"])
     if result.timed_out:
         line += " (the probe timed out)"
     elif result.exit_code:
