@@ -196,3 +196,21 @@ def test_upgrade_from_0001_keeps_rows(tmp_path: Path) -> None:
         assert conn.execute(text("SELECT path, state FROM log_file")).one() == ("/x", None)
         assert conn.execute(text("SELECT count(*) FROM setting")).scalar() == 0
     engine.dispose()
+
+
+def test_a_failed_write_stores_nothing(lg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger.store.ingest as ingest_module
+    from ledger.errors import LedgerError
+
+    log = tmp_path / "train_fail.log"
+    log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(1, 50)))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(ingest_module, "_write_rows", broken)
+    with pytest.raises((RuntimeError, LedgerError)):
+        lg.ingest(log)
+    monkeypatch.undo()
+    assert lg.run_names() == []  # the whole ingest was rolled back, the new run too
+    assert lg.ingest(log).steps == 49
