@@ -15,9 +15,7 @@ import hashlib
 import json
 import math
 import os
-import queue
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -204,23 +202,21 @@ class IngestMixin(LedgerBase):
         start = offset
         sent = [0, 0, 0]
         tail = ""
-        writer = _Writer(conn, run_row.id, lf.id, sent)
-        try:
-            with file.open("rb") as handle:
-                handle.seek(offset)
-                for text, end, complete in read_blocks(handle, offset=offset, digest=digest):
-                    if not complete:
-                        tail = text
-                        break
-                    parser.feed(text)
-                    offset = end
-                    if len(parser.rows) + len(parser.metric_rows) >= BATCH_ROWS:
-                        writer.put(parser)
-                    if progress is not None:
-                        progress(offset, size)
-            writer.put(parser)
-        finally:
-            writer.close()  # the connection is the main thread's again from here
+        # One thread: a writer thread was tried, and the GIL hand-over between binding rows
+        # and parsing lines cost more than the overlap won.
+        with file.open("rb") as handle:
+            handle.seek(offset)
+            for text, end, complete in read_blocks(handle, offset=offset, digest=digest):
+                if not complete:
+                    tail = text
+                    break
+                parser.feed(text)
+                offset = end
+                if len(parser.rows) + len(parser.metric_rows) >= BATCH_ROWS:
+                    _store(conn, run_row.id, lf.id, parser, sent)
+                if progress is not None:
+                    progress(offset, size)
+        _store(conn, run_row.id, lf.id, parser, sent)
         state = parser.snapshot()
         # The fate reads the unfinished tail and closes what is open, on a copy.
         final = LogParser(patterns=patterns, tokens_per_step=tokens_per_step)
@@ -398,54 +394,10 @@ def _step_counts(session: Session, run_id: int) -> tuple[int, int]:
     return int(steps or 0), int(ranks or 0)
 
 
-class _Writer:
-    """Stores batches on a second thread while the parser reads on: sqlite3 and psycopg let
-    go of the GIL inside the database, so reading and storing overlap. The connection is
-    used by one thread at a time: the writer's until `close()`, which waits for the last
-    batch and raises what the writer met."""
-
-    def __init__(self, conn: Connection, run_id: int, log_file_id: int, sent: list[int]) -> None:
-        self.conn, self.run_id, self.log_file_id, self.sent = conn, run_id, log_file_id, sent
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=2)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="ledger-ingest-writer", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            batch = self.queue.get()
-            if batch is None:
-                return
-            if self.error is None:
-                try:
-                    _store(self.conn, self.run_id, self.log_file_id, *batch, self.sent)
-                except BaseException as exc:  # handed to the main thread by close()/put()
-                    self.error = exc
-
-    def put(self, parser: Any) -> None:
-        if self.error is not None:
-            raise self.error
-        nan = parser.batch_has_nan
-        self.queue.put((*parser.take(), nan))
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-
-def _store(
-    conn: Connection,
-    run_id: int,
-    log_file_id: int,
-    rows: list[tuple[Any, ...]],
-    metric_rows: list[tuple[Any, ...]],
-    event_rows: list[tuple[Any, ...]],
-    nan: bool,
-    sent: list[int],
-) -> None:
-    """Write a batch the parser read; `sent` counts steps, metrics, events."""
+def _store(conn: Connection, run_id: int, log_file_id: int, parser: Any, sent: list[int]) -> None:
+    """Write what the parser read since the last call; `sent` counts steps, metrics, events."""
+    nan = parser.batch_has_nan
+    rows, metric_rows, event_rows = parser.take()
     _write_rows(conn, run_id, rows, metric_rows, sent, nan=nan)
     if event_rows:
         from ledger.redact import redact
