@@ -189,6 +189,8 @@ class LogFile(Base):
     sha256: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The log reader's state at `offset` (JSON), so that a grown file is read on from there.
+    state: Mapped[str | None] = mapped_column(Text)
 
 
 class Step(Base):
@@ -273,3 +275,12 @@ class GpuSample(Base):
     memory_used_mib: Mapped[float | None] = mapped_column(Real)
     memory_total_mib: Mapped[float | None] = mapped_column(Real)
     utilization_pct: Mapped[float | None] = mapped_column(Real)
+
+
+class Setting(Base):
+    """A ledger-wide setting: a name and a JSON value (e.g. `log.patterns`)."""
+
+    __tablename__ = "setting"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

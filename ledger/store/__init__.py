@@ -9,6 +9,8 @@ from __future__ import annotations
 from ledger.store.deploys import DeploysMixin, DriftCheck
 from ledger.store.fixes import FixesMixin
 from ledger.store.hypotheses import HypothesesMixin
+from ledger.store.ingest import IngestMixin
+from ledger.store.probes import ProbesMixin
 from ledger.store.runs import RunsMixin
 from ledger.store.steps import StepsMixin
 from ledger.store.timeline import TimelineMixin
@@ -23,6 +25,8 @@ class Ledger(
     RunsMixin,
     StepsMixin,
     TimelineMixin,
+    IngestMixin,
+    ProbesMixin,
 ):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 

@@ -1,0 +1,332 @@
+"""Commands that read logs: parse (no ledger needed), ingest, probe, and log patterns."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from ledger.cli.app import cli, emit, json_option, run_option, with_ledger
+
+
+def pattern_option(f: Any) -> Any:
+    return click.option(
+        "--pattern",
+        "patterns",
+        multiple=True,
+        metavar="REGEX",
+        help="A step-line shape of your own: a regex with named groups (step, loss, "
+        "throughput, rank, step_time_ms…). Repeatable; `ledger pattern add` keeps one.",
+    )(f)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def render_summary(s: dict[str, Any], name: str | None = None) -> str:
+    """A short summary of a log for a person."""
+    head = f"{name}: " if name else ""
+    lines = [f"{head}{s['fate']}" + (f" — {s['fate_reason']}" if s.get("fate_reason") else "")]
+    if s.get("steps"):
+        last = s.get("last_step")
+        total = f"/{s['total_steps']}" if s.get("total_steps") else ""
+        lines.append(f"  {s['steps']:,} steps on {s['ranks']} rank(s), last step {last}{total}")
+    tp = s.get("throughput") or {}
+    if tp.get("first") is not None:
+        lines.append(
+            f"  throughput ({tp['unit'] or 'no unit'}): first {_fmt(tp['first'])}, "
+            f"last {_fmt(tp['last'])}, median {_fmt(tp.get('median'))}"
+        )
+    p = s.get("progress")
+    if p:
+        total = f"/{p['total']}" if p.get("total") else ""
+        rate = f" at {p['rate']} {p['unit']}" if p.get("rate") is not None else ""
+        lines.append(f"  last bar: {p['desc'] or '(no description)'} {p['n']}{total}{rate}")
+    if s.get("events"):
+        lines.append("  events: " + ", ".join(f"{k} {v}" for k, v in s["events"].items()))
+    if s.get("last_event"):
+        e = s["last_event"]
+        lines.append(f"  last event (line {e['line']}, {e['kind']}): {e['text'][:160]}")
+    if s.get("gpus"):
+        from ledger.logs.nvsmi import describe
+
+        lines.append("  " + describe(s["gpus"]))
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("log", required=False, type=click.Path(dir_okay=False))
+@pattern_option
+@click.option(
+    "--tokens-per-step",
+    type=float,
+    metavar="N",
+    help="Tokens per step, to derive tok/s from step times when a log prints no throughput.",
+)
+@click.option("--rules", is_flag=True, help="Print the fate rule table and exit.")
+@json_option
+def parse(
+    log: str | None,
+    patterns: tuple[str, ...],
+    tokens_per_step: float | None,
+    rules: bool,
+    as_json: bool,
+) -> None:
+    """Read LOG and say what ingest would conclude: fate, steps, throughput, bars, events.
+
+    Needs no ledger. With --json: {"fate", "steps", "ranks", "throughput", "progress",
+    "events", "last_event", "gpus", …}.
+    """
+    from ledger.errors import InputFileError, UsageError
+    from ledger.logs import parse_file
+    from ledger.logs.fate import rule_table
+
+    if rules:
+        click.echo(rule_table())
+        return
+    if log is None:
+        raise click.UsageError("Missing argument 'LOG'.")
+    if not os.path.exists(log):
+        raise InputFileError(f"{log}: no such file")
+    try:
+        summary = parse_file(log, patterns=patterns, tokens_per_step=tokens_per_step)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise InputFileError(f"cannot read {log}: {exc.strerror or exc}") from exc
+    data = summary.to_dict()
+    emit(data, as_json, lambda d: render_summary(d, os.path.basename(log)))
+
+
+@cli.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@run_option(required=False, help="The run (default: from the file name, train_X.log → X).")
+@click.option("--follow", is_flag=True, help="Keep reading as the log grows, until a final fate.")
+@click.option(
+    "--interval", type=float, default=2.0, show_default=True, metavar="S",
+    help="With --follow: seconds between looks at the file.",
+)  # fmt: skip
+@click.option(
+    "--stall-after", type=float, default=300.0, show_default=True, metavar="S",
+    help="A log that stops growing this long while running is stalled.",
+)  # fmt: skip
+@pattern_option
+@click.option("--tokens-per-step", type=float, metavar="N", help="To derive tok/s from step time.")
+@json_option
+@with_ledger(create=True)
+def ingest(
+    lg: Any,
+    logs: tuple[str, ...],
+    run: str | None,
+    follow: bool,
+    interval: float,
+    stall_after: float,
+    patterns: tuple[str, ...],
+    tokens_per_step: float | None,
+    as_json: bool,
+) -> None:
+    """Store the steps, metrics and events of LOG… under a run.
+
+    Incremental and idempotent: a second ingest of the same file adds nothing, an
+    appended file adds only its new lines, a truncated or replaced one is read again.
+    Hugging Face trainer_state.json files ingest too.
+    """
+    if follow and len(logs) != 1:
+        raise click.UsageError("--follow follows one log")
+    results = []
+    for log in logs:
+        results.append(
+            _ingest_one(lg, log, run, patterns, tokens_per_step, stall_after, quiet=as_json)
+        )
+    if follow:
+        results = [
+            _follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)
+        ]
+    out = [r.to_dict() for r in results]
+    emit(
+        out if len(out) > 1 else out[0],
+        as_json,
+        lambda _: "\n".join(_ingest_line(r) for r in results),
+    )
+
+
+def _ingest_one(
+    lg: Any, log: str, run: str | None, patterns: Any, tpp: Any, stall_after: float, *, quiet: bool
+) -> Any:
+    bar = _progress_bar(log) if not quiet else None
+    try:
+        return lg.ingest(
+            log, run, patterns=patterns, tokens_per_step=tpp, progress=bar, stall_after=stall_after
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _ingest_line(r: Any) -> str:
+    what = f"{r.steps:,} step rows, {r.metrics:,} metrics, {r.events:,} events"
+    if not (r.steps or r.metrics or r.events):
+        what = "nothing new"
+    reset = f" ({r.reset}: read again from the start)" if r.reset else ""
+    reason = f" — {r.fate_reason[:120]}" if r.fate_reason else ""
+    return f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{reset}; fate {r.fate}{reason}"
+
+
+def _follow(
+    lg: Any, log: str, run: Any, patterns: Any, tpp: Any, interval: float, stall: float, quiet: bool
+) -> Any:
+    from ledger.store.ingest import FINAL_FATES
+
+    last = None
+    try:
+        while True:
+            result = lg.ingest(log, run, patterns=patterns, tokens_per_step=tpp, stall_after=stall)
+            if not quiet and (
+                result.read_bytes or result.reset or last is None or result.fate != last.fate
+            ):
+                click.echo(_ingest_line(result), err=True)
+            last = result
+            if result.fate in FINAL_FATES:
+                return result
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        if last is None:
+            raise
+        return last
+
+
+class _Bar:
+    """A progress bar on stderr for big files, only when stderr is a terminal."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = max(size, 1)
+        self.shown = -1
+
+    def __call__(self, done: int, size: int) -> None:
+        pct = int(100 * done / max(size, 1))
+        if pct != self.shown:
+            self.shown = pct
+            sys.stderr.write(f"\r{self.name}: {pct:3d}% of {size / 1e6:,.0f} MB")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown >= 0:
+            sys.stderr.write("\n")
+
+
+def _progress_bar(log: str) -> _Bar | None:
+    try:
+        size = os.path.getsize(log)
+    except OSError:
+        return None
+    if size < 50_000_000 or not sys.stderr.isatty():
+        return None
+    return _Bar(os.path.basename(log), size)
+
+
+@cli.command()
+@run_option()
+@click.option("--wait", type=click.FloatRange(min=0), default=0.0, metavar="S",
+              help="Seconds to wait before running the command (the `sleep 360`).")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Kill the command after this long; the probe is still recorded.")  # fmt: skip
+@click.option(
+    "--stall-after", type=float, default=300.0, show_default=True, metavar="S",
+    help="Same position as the previous probe this long ago: stalled.",
+)  # fmt: skip
+@pattern_option
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@with_ledger(create=True)
+def probe(
+    lg: Any,
+    run: str,
+    wait: float,
+    timeout: float | None,
+    stall_after: float,
+    patterns: tuple[str, ...],
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Check on a run and record what it said: ledger probe --run R --wait 360 -- ssh host '…'
+
+    Runs COMMAND (no shell; write sh -c '…' for one) after --wait seconds, keeps its
+    output (last 64 KiB, redacted), reads it for the fate, the last bar and step, and
+    stores nvidia-smi rows (CSV or table) as GPU samples. Exits with the command's status.
+    """
+    echo = None
+    if not as_json:
+
+        def echo(chunk: bytes) -> None:  # the output as it comes, like the hand-typed check
+            out = click.get_binary_stream("stderr")
+            out.write(chunk)
+            out.flush()
+
+    result = lg.probe(
+        run, command, wait=wait, timeout=timeout, echo=echo, patterns=patterns,
+        stall_after=stall_after,
+    )  # fmt: skip
+    payload = {
+        "probe_id": result.probe_id,
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "fate": result.fate,
+        "fate_reason": result.fate_reason,
+        "progress": result.progress,
+        "gpus": result.gpus,
+        "last_step": result.last_step,
+        "conclusion": result.conclusion,
+    }
+    emit(payload, as_json, lambda _: result.conclusion)
+    if result.exit_code:
+        sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)
+
+
+@cli.group()
+def pattern() -> None:
+    """Step-line shapes of your own, kept in the ledger and used by ingest and probe."""
+
+
+@pattern.command("add")
+@click.argument("regex")
+@json_option
+@with_ledger(create=True)
+def pattern_add(lg: Any, regex: str, as_json: bool) -> None:
+    r"""Keep REGEX, a step-line shape of your own, for ingest and probe to use.
+
+    Name the values with groups: step, rank, total, loss, throughput, unit, step_time_s,
+    step_time_ms, tokens, memory_allocated_mib, memory_reserved_mib; other names become
+    metrics. For example: 'it (?P<step>\d+) loss (?P<loss>[\d.]+) (?P<throughput>[\d.]+) tok/s'
+    """
+    patterns = lg.add_log_pattern(regex)
+    emit(patterns, as_json, lambda p: f"{len(p)} pattern(s) kept")
+
+
+@pattern.command("list")
+@json_option
+@with_ledger(create=False)
+def pattern_list(lg: Any, as_json: bool) -> None:
+    """List the kept patterns, numbered."""
+    patterns = lg.log_patterns()
+    emit(
+        patterns,
+        as_json,
+        lambda p: "\n".join(f"#{i} {x}" for i, x in enumerate(p, 1)) or "no patterns kept",
+    )
+
+
+@pattern.command("remove")
+@click.argument("number", type=int)
+@json_option
+@with_ledger(create=False)
+def pattern_remove(lg: Any, number: int, as_json: bool) -> None:
+    """Forget pattern NUMBER (as `ledger pattern list` numbers them)."""
+    patterns = lg.remove_log_pattern(number)
+    emit(patterns, as_json, lambda p: f"{len(p)} pattern(s) kept")

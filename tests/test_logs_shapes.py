@@ -1,0 +1,256 @@
+"""Every fixture log (tests/fixtures/logs, one per shape of LOG-SHAPES.md and per fate)
+reads to what a person sees in it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from ledger.logs import parse_file, parse_text
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+# file: (fate, distinct steps, ranks, last step, throughput unit, first, last)
+EXPECTED = {
+    "torchtitan_running.log": ("running", 20, 2, 20, "tok/s", 12010, 12201),
+    "megatron_finished.log": ("finished", 10, 1, 100, "TFLOP/s", 181.0, 190.0),
+    "megatron_deepspeed_running.log": ("running", 10, 2, 10, "samples/s", 27.4, 28.3),
+    "megatron_deepspeed_samples.log": ("running", 7, 1, 7, "samples/s", 12.31, 12.37),
+    "deepspeed_killed.log": ("killed", 8, 1, 8, "samples/s", 31.3, 20.34),
+    "nanochat_finished.log": ("finished", 50, 1, 50, "tok/s", 1148464, 1153364),
+    "nanogpt_running.log": ("running", 30, 1, 29, "tok/s", 491520 / 0.4, 491520 / 0.429),
+    "nanogpt_no_tokens.log": ("running", 5, 1, 4, None, None, None),
+    "llama2c_running.log": ("running", 20, 1, 20, None, None, None),
+    "modded_nanogpt_finished.log": ("finished", 31, 1, 100, None, None, None),
+    "torchtune_running.log": ("running", 10, 1, 10, "tok/s", 1235.5678901234, 1244.5678901234),
+    "fairseq_running.log": ("running", 4, 1, 400, "words/s", 110045, 120045),
+    "fairseq_no_updates.log": ("running", 4, 1, 400, "words/s", 12345, 12345),
+    "opennmt_running.log": ("running", 5, 1, 500, "tok/s", 13457, 13461),
+    "hf_trainer_finished.log": ("finished", 3, 1, 3, "it/s", None, None),
+    "hf_trainer_step_key.log": ("running", 5, 1, 50, None, None, None),
+    "structured_running.log": ("running", 10, 1, 10, "tok/s", 9877, 9886),
+    "generic_mixed.log": ("running", 4, 1, 4, "tok/s", 12300, 12500),
+    "lightning_finished.log": ("finished", 0, 0, None, "it/s", None, None),
+    "lightning_glued_running.log": ("running", 0, 0, None, "it/s", None, None),
+    "jupyter_bar_running.log": ("running", 0, 0, None, "it/s", 3.2, 3.2),
+    "loading_weights.log": ("loading", 0, 0, None, None, None, None),
+    "materializing_loading.log": ("loading", 0, 0, None, None, None, None),
+    "torchrun_oom.log": ("oom", 5, 1, 5, "tok/s", 9001, 9005),
+    "oom_old_runtimeerror.log": ("oom", 1, 1, 1, "tok/s", 100, 100),
+    "crashed_traceback.log": ("crashed", 2, 1, 2, "tok/s", 100, 101),
+    "nccl_timeout.log": ("nccl", 3, 1, 3, None, None, None),
+    "recompile_running.log": ("running", 3, 1, 3, "tok/s", 14000, 10400),
+    "recompile_cache_size_crash.log": ("crashed", 1, 1, 1, None, None, None),
+    "shell_killed.log": ("killed", 2, 1, 2, "tok/s", 100, 100),
+    "segfault_crash.log": ("crashed", 1, 1, 1, "tok/s", 100, 100),
+    "sigterm_killed.log": ("killed", 1, 1, 1, "tok/s", 100, 100),
+    "completed_finished.log": ("finished", 2, 1, 2, "tok/s", 100, 100),
+    "unknown_shape.log": ("unknown", 0, 0, None, None, None, None),
+    "ansi_invalid_utf8.log": ("running", 3, 1, 3, "tok/s", 1000, 1020),
+    "nvidia_smi_csv_header.txt": ("unknown", 0, 0, None, None, None, None),
+    "nvidia_smi_csv_noheader.txt": ("unknown", 0, 0, None, None, None, None),
+    "nvidia_smi_csv_nounits.txt": ("unknown", 0, 0, None, None, None, None),
+    "nvidia_smi_table.txt": ("unknown", 0, 0, None, None, None, None),
+    "probe_output_loading.txt": ("loading", 0, 0, None, None, None, None),
+}
+
+
+def test_every_fixture_is_listed() -> None:
+    assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(EXPECTED)
+
+
+def test_every_fate_has_a_fixture() -> None:
+    from ledger.db.models import FATES
+
+    fates = {v[0] for v in EXPECTED.values()}
+    assert set(FATES) - fates == {"stalled"}  # stalled needs time: see test_ingest / test_probe
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture(name: str) -> None:
+    fate, steps, ranks, last, unit, first, last_tp = EXPECTED[name]
+    s = parse_file(FIXTURES / name)
+    assert (s.fate, s.steps, s.ranks, s.last_step) == (fate, steps, ranks, last), s.fate_reason
+    assert s.throughput["unit"] == unit
+    if first is not None:
+        assert _close(s.throughput["first"], first)
+        assert _close(s.throughput["last"], last_tp)
+
+
+def test_events_and_last_event() -> None:
+    s = parse_file(FIXTURES / "torchrun_oom.log")
+    assert s.events["oom"] == 1 and s.events["traceback"] == 2
+    assert "error" not in s.events  # a traceback's exception line is not a second event
+    oom = parse_file(FIXTURES / "oom_old_runtimeerror.log")
+    assert oom.last_event["kind"] == "oom"
+    assert "Tried to allocate 20.00 MiB" in oom.last_event["text"]
+    rec = parse_file(FIXTURES / "recompile_running.log")
+    assert rec.events == {"recompile": 1}
+    assert "function 'forward'" in rec.last_event["text"]
+    assert "last reason: 0/0: tensor" in rec.last_event["text"]
+    killed = parse_file(FIXTURES / "deepspeed_killed.log")
+    assert killed.events["signal"] == 1  # exitcode -9 and Signal 9 of one PID: one event
+    nccl = parse_file(FIXTURES / "nccl_timeout.log")
+    assert nccl.events["nccl"] == 3
+
+
+def test_progress_and_glued_output() -> None:
+    s = parse_file(FIXTURES / "loading_weights.log")
+    assert s.progress["desc"] == "Loading weights"
+    assert (s.progress["n"], s.progress["total"]) == (81, 851)
+    glued = parse_file(FIXTURES / "lightning_glued_running.log")
+    assert (glued.progress["desc"], glued.progress["n"]) == ("Epoch 1", 3)
+    hf = parse_file(FIXTURES / "hf_trainer_finished.log")
+    assert hf.steps == 3  # the loss dicts glued after bar states are step lines
+
+
+def test_metric_values_and_units() -> None:
+    from ledger.logs.parser import LogParser
+
+    p = LogParser(keep_rows=True)
+    p.feed((FIXTURES / "torchtitan_running.log").read_text())
+    rows, metrics, _ = p.take()
+    first = rows[0]
+    assert first[:2] == (0, 1)
+    assert math.isclose(first[9], 61.23 * 1024)  # memory: 61.23GiB → MiB
+    names = {m[2] for m in metrics}
+    assert {"grad_norm", "tflops", "mfu", "memory_pct"} <= names
+    mega = LogParser(keep_rows=True)
+    mega.feed((FIXTURES / "megatron_finished.log").read_text())
+    row = mega.take()[0][0]
+    assert math.isclose(row[3], 1.2445)  # elapsed time per iteration (ms) → seconds
+    assert math.isclose(row[7], 6.4)  # lm loss in E-notation
+    generic = LogParser(keep_rows=True)
+    generic.feed((FIXTURES / "generic_mixed.log").read_text())
+    grows = generic.take()[0]
+    assert math.isnan(grows[2][7]) and math.isinf(grows[3][7])
+    assert math.isclose(grows[2][3], 0.98944) and math.isclose(grows[3][3], 0.99)
+    assert math.isclose(grows[0][9], 61.2 * 1024)
+
+
+def test_nvidia_smi() -> None:
+    header = parse_file(FIXTURES / "nvidia_smi_csv_header.txt").gpus
+    assert [g["index"] for g in header] == [0, 1, 2]
+    assert header[0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert header[2]["memory_used_mib"] is None and header[2]["utilization_pct"] is None
+    noheader = parse_file(FIXTURES / "nvidia_smi_csv_noheader.txt").gpus
+    assert len(noheader) == 8 and noheader[7]["memory_used_mib"] == 61241
+    nounits = parse_file(FIXTURES / "nvidia_smi_csv_nounits.txt").gpus
+    assert [g["utilization_pct"] for g in nounits] == [0, 1, 2, 3]
+    table = parse_file(FIXTURES / "nvidia_smi_table.txt").gpus
+    assert [(g["index"], g["memory_used_mib"], g["utilization_pct"]) for g in table] == [
+        (0, 61234, 0),
+        (1, 70000, 97),
+    ]
+    # Columns from the probe's own query when there is no header.
+    _, s = parse_text(
+        "0, 97 %, 1000 MiB\n1, 50 %, 2000 MiB\n",
+        gpu_query=("index", "utilization.gpu", "memory.used"),
+    )
+    assert [(g["utilization_pct"], g["memory_used_mib"]) for g in s.gpus] == [
+        (97, 1000),
+        (50, 2000),
+    ]
+
+
+def test_user_pattern() -> None:
+    text = "it=7 L=2.5 speed=1234 tok/s\nit=8 L=2.4 speed=1300 tok/s\n"
+    _, s = parse_text(
+        text, patterns=[r"it=(?P<step>\d+) L=(?P<loss>[\d.]+) speed=(?P<throughput>\d+)"]
+    )
+    assert (s.steps, s.last_step, s.throughput["last"]) == (2, 8, 1300)
+    with pytest.raises(ValueError):
+        parse_text("x", patterns=["(unclosed"])
+
+
+def test_fate_rule_table_is_documented() -> None:
+    from ledger.logs.fate import RULES, rule_table
+
+    docs = (Path(__file__).parent.parent / "docs" / "logs.md").read_text()
+    assert rule_table() in docs
+    assert [r[0] for r in RULES][-1] == "unknown"
+
+
+def test_parse_cli_json_needs_no_ledger(tmp_path: Path) -> None:
+    result = run_cli("parse", str(FIXTURES / "probe_output_loading.txt"), "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) >= {
+        "fate",
+        "steps",
+        "ranks",
+        "throughput",
+        "progress",
+        "events",
+        "last_event",
+        "gpus",
+    }
+    assert data["fate"] == "loading" and len(data["gpus"]) == 8
+    assert not (tmp_path / ".ledger").exists()
+    text = run_cli("parse", str(FIXTURES / "torchrun_oom.log"))
+    assert text.exit_code == 0 and text.stdout.startswith("torchrun_oom.log: oom")
+    missing = run_cli("parse", str(tmp_path / "nope.log"))
+    assert missing.exit_code == 1 and missing.stderr.startswith("Error:")
+
+
+# Shapes LOG-SHAPES.md does not list: read as far as they go, never a crash.
+UNLISTED = {
+    "maxtext": (
+        "".join(
+            f"completed step: {i}, seconds: 1.234, TFLOP/s/device: 123.4, "
+            f"Tokens/s/device: {4567 + i}.8, total_weights: 12345, loss: {5.6 - i / 100:.3f}\n"
+            for i in range(5)
+        ),
+        ("running", 5, "tok/s"),
+    ),
+    "json lines": (
+        "".join(
+            f'{{"step": {i}, "loss": {2 - i / 10:.3f}, "tokens_per_sec": {1000 + i}}}\n'
+            for i in range(1, 6)
+        ),
+        ("running", 5, "tok/s"),
+    ),
+    "glog prefix": (
+        "".join(
+            f"I0301 10:00:0{i}.123456 140000 train.py:123] step {i} loss 2.0 "
+            f"throughput {1000 + i} tokens/s\n"
+            for i in range(1, 4)
+        ),
+        ("running", 3, "tok/s"),
+    ),
+    "slurm time limit": (
+        "step 1 loss 2.0 tok/s 100\nslurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT "
+        "2024-01-01T12:00:00 DUE TO TIME LIMIT ***\n",
+        ("killed", 1, "tok/s"),
+    ),
+    "exception without traceback": (
+        "step 1 loss 2.0 tok/s 100\nRuntimeError: CUDA error: an illegal memory access was "
+        "encountered\n",
+        ("crashed", 1, "tok/s"),
+    ),
+    "host oom killer": (
+        "step 1 loss 2.0 tok/s 100\nOut of memory: Killed process 1234 (python)\n",
+        ("killed", 1, "tok/s"),
+    ),
+    "eight ranks without prefixes": (
+        "".join(f"step {i} | loss 2.0 | tok/s {14000 + r}\n" for i in (1, 2, 3) for r in range(8)),
+        ("running", 3, "tok/s"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNLISTED))
+def test_unlisted_shapes(name: str) -> None:
+    text, (fate, steps, unit) = UNLISTED[name]
+    _, s = parse_text(text)
+    assert (s.fate, s.steps, s.throughput["unit"]) == (fate, steps, unit)
