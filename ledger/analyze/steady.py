@@ -1,0 +1,243 @@
+"""Where a run settles: isolated outliers (stalls) and the end of warm-up.
+
+Outliers: a step is an outlier when its throughput is further from the local level (the
+median of its block of steps, and of the blocks either side) than 5 robust standard
+deviations of the step-to-step noise, and at least 1 %. A checkpoint save or an eval
+shows up as one such step; it is counted, left out of the statistics, and never taken for
+a change of regime.
+
+Warm-up: the run is cut into about 400 blocks and each block summarised by its median.
+For every block j the level of a short window starting there (2 % of the run) is
+compared with the level of the stretch that follows it (the next 10 %). Warm-up is
+where the short window sits clearly *below* what follows — clearly meaning by more than
+three robust standard deviations of that comparison measured over the whole run, and by
+at least 0.5 %. The steady window starts at the first block after which no window is
+clearly below for a whole horizon, pushed later by the window's length and by the time
+the approach would still have taken if it went on at the pace it had (so the tail of a
+slow ramp, hidden in the noise, is not counted as steady). The first steps are checked
+one by one as well: a stretch of much slower steps at the very start (compilation) is
+warm-up even when it is too short to move a block's median.
+
+Only a slow start counts as warm-up: a fall in throughput is a change point, never a
+warm-up, and the steady window starts in the first half of the run at the latest (a
+run that never settles is analysed from its middle and reported as not settled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ledger.analyze.robust import (
+    block_medians,
+    block_size,
+    long_run_sd,
+    mad_sd,
+    sliding_median,
+)
+
+BLOCKS = 400
+OUTLIER_SIGMAS = 5.0
+OUTLIER_MIN = 0.01  # relative: a step within 1 % of its neighbours is never an outlier
+OUTLIER_MIN_BLOCK = 9  # so that one stall cannot move the level it is judged against
+WINDOW_FRACTION = 0.02
+HORIZON_FRACTION = 0.10
+BAND_SIGMAS = 4.0
+BAND_MIN = 0.005
+WARMUP_LIMIT = 0.5
+FIRST_STRETCH_LIMIT = 0.3  # a slower first stretch ending this early is warm-up
+DEEP_START = 0.8  # ... and up to WARMUP_LIMIT when it ran below 80 % of what followed
+SHORT_STRETCH = 0.05  # a ramp's staircase: stretches shorter than this or than twice all before
+PACE_FACTOR = 1.0
+FIRST_STEPS_MARGIN = 0.25  # a slow start found step by step is extended by a quarter
+
+
+@dataclass(frozen=True)
+class Outliers:
+    mask: np.ndarray  # True for an outlier step
+    noise: float  # robust relative standard deviation of a step around its local level
+    threshold: float  # relative distance from the local level beyond which a step is one
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    start: int  # index of the first steady step
+    settled: bool  # False: no steady stretch in the first half; the window is the second half
+    warmup_found: bool  # a slow start was seen (by blocks or step by step)
+
+
+def find_outliers(values: np.ndarray) -> Outliers:
+    """Flag isolated steps far from their local level (see the module's docstring)."""
+    n = len(values)
+    if n < 5:
+        return Outliers(np.zeros(n, dtype=bool), math.nan, math.inf)
+    size = max(block_size(n, BLOCKS), min(OUTLIER_MIN_BLOCK, n))
+    medians = block_medians(values, size)
+    count = len(medians)
+    block = np.arange(n) // size
+    centers = np.minimum(np.arange(count) * size + (size - 1) / 2.0, n - 1)
+    level = np.interp(np.arange(n), centers, medians)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = values / level - 1.0
+        noise = mad_sd(relative)
+        threshold = max(OUTLIER_SIGMAS * noise, OUTLIER_MIN) if np.isfinite(noise) else math.inf
+        # far from the interpolated level and from the medians of its own and both
+        # neighbouring blocks: a step next to a level shift is not an outlier
+        distance = np.abs(relative)
+        for neighbour in (block, np.maximum(block - 1, 0), np.minimum(block + 1, count - 1)):
+            distance = np.minimum(distance, np.abs(values / medians[neighbour] - 1.0))
+    return Outliers(distance > threshold, float(noise), float(threshold))
+
+
+def find_steady_start(values: np.ndarray, outliers: Outliers, threshold: float) -> SteadyWindow:
+    """The index where the steady window starts (see the module's docstring)."""
+    n = len(values)
+    clean = np.where(outliers.mask, np.nan, values)
+    size = block_size(n, BLOCKS)
+    blocks = math.ceil(n / size)
+    window = max(3, round(blocks * WINDOW_FRACTION))
+    horizon = max(2 * window, round(blocks * HORIZON_FRACTION))
+    (before, regime), scan_to, by_segments = _stretch_after_slow_start(clean, threshold)
+    # look at the approach too: from a window and a horizon before the regime's start
+    scan_from = max(before, regime - (window + horizon) * size)
+    offset, settled, by_blocks = _start_by_blocks(clean[scan_from:scan_to], size, window, horizon)
+    block_start = max(scan_from + offset, regime)
+    by_steps = _start_by_first_steps(values, clean, block_start, outliers.threshold)
+    start = min(max(block_start, by_steps), max(n - 2, 0))
+    found = by_segments or by_blocks or by_steps > 0
+    return SteadyWindow(start=start, settled=settled, warmup_found=found)
+
+
+def _stretch_after_slow_start(
+    clean: np.ndarray, threshold: float
+) -> tuple[tuple[int, int], int, bool]:
+    """((start of the stretch before, start), end, slow start seen) of the first regime.
+
+    The run is segmented by change points; a slower first stretch is warm-up, and so is
+    a staircase of faster and faster stretches after it (a ramp).
+    """
+    from ledger.analyze.changepoints import find_change_points
+
+    n = len(clean)
+    shifts = find_change_points(clean, threshold)
+    if not shifts:
+        return (0, 0), n, False
+    bounds = [0, *(s.index for s in shifts), n]
+    levels = [shifts[0].before, *(s.after for s in shifts)]
+    first_end, rise = bounds[1], levels[1] / levels[0]
+    slow_start = rise > 1.0 and (
+        first_end <= FIRST_STRETCH_LIMIT * n
+        or (first_end <= WARMUP_LIMIT * n and rise >= 1.0 / DEEP_START)
+    )
+    if not slow_start:
+        return (0, 0), bounds[1], False
+    i = 1
+    # A ramp shows as a staircase of stretches, each faster than the one before. A
+    # stretch that is flat and at least twice as long as everything before it (and
+    # 5 % of the run) is a regime of its own, and a rise after it is a change point.
+    while (
+        i + 1 < len(levels)
+        and levels[i + 1] > levels[i]
+        and bounds[i + 1] <= WARMUP_LIMIT * n
+        and (
+            bounds[i + 1] - bounds[i] < max(SHORT_STRETCH * n, 2 * bounds[i])
+            or _rising(clean[bounds[i] : bounds[i + 1]], block_size(n, BLOCKS), threshold)
+        )
+    ):
+        i += 1
+    return (bounds[i - 1], bounds[i]), bounds[i + 1], True
+
+
+def _rising(clean: np.ndarray, size: int, threshold: float) -> bool:
+    """Whether a stretch still climbs: its last third clearly above its first third."""
+    medians = block_medians(clean, size)
+    third = len(medians) // 3
+    if third < 2:
+        return True
+    relative = medians / np.median(medians)
+    first, last = np.median(relative[:third]), np.median(relative[-third:])
+    noise = long_run_sd(relative)
+    margin = 3.0 * noise * math.sqrt(2.0 / third) if math.isfinite(noise) else 0.0
+    return bool(last - first > max(threshold / 2.0, margin))
+
+
+def _start_by_blocks(
+    clean: np.ndarray, size: int, window: int, horizon: int
+) -> tuple[int, bool, bool]:
+    """(start index, settled, warm-up seen) of a slow approach, from block medians.
+
+    `window` and `horizon` are in blocks of `size` steps.
+    """
+    n = len(clean)
+    medians = block_medians(clean, size)
+    count = len(medians)
+    positions = count - window - horizon + 1
+    if positions < 2:  # a short stretch: look as far ahead as it allows
+        horizon = max(window, count - 2 * window)
+        positions = count - window - horizon + 1
+    if positions < 2 or not np.isfinite(medians).all():
+        return 0, True, False
+    local = sliding_median(medians, window)[:positions]
+    ahead = sliding_median(medians, horizon)[window : window + positions]
+    deficit = 1.0 - local / ahead  # > 0: the window sits below what follows it
+    noise = mad_sd(deficit)
+    band = max(BAND_SIGMAS * noise, BAND_MIN) if np.isfinite(noise) else BAND_MIN
+    below = deficit > band
+    # settled at j: no window in [j, j + horizon) is clearly below what follows it
+    seen = np.concatenate([[0], np.cumsum(below)])
+    index = np.arange(positions)
+    bad = seen[np.minimum(index + horizon, positions)] - seen[index]
+    limit = min(positions, int(count * WARMUP_LIMIT) + 1)
+    candidates = np.flatnonzero(bad[:limit] == 0)
+    if len(candidates) == 0:
+        return min(n // 2, n - 1), False, True
+    j = int(candidates[0])
+    if j == 0:
+        return 0, True, False
+    # Extrapolate the approach: it took `pace` blocks to come from 2 bands below to the
+    # band (or, for a shallow approach, to cross the band); a linear ramp needs about
+    # as long again to reach the level.
+    deep = np.flatnonzero(deficit[:j] > 2 * band)
+    origin = int(deep[-1]) if len(deep) else int(np.flatnonzero(below[:j])[0])
+    pace = PACE_FACTOR * (j - origin)
+    start_block = j + window + min(math.ceil(pace), horizon)
+    return min(start_block * size, n - 1), True, True
+
+
+def _start_by_first_steps(
+    values: np.ndarray, clean: np.ndarray, block_start: int, threshold: float
+) -> int:
+    """End of a dense stretch of much slower steps at the very start, plus a margin.
+
+    Only steps up to one window past the start found from blocks are looked at, so the
+    stalls of a long run cannot chain into a warm-up.
+    """
+    n = len(values)
+    if not math.isfinite(threshold) or n < 5:
+        return 0
+    window = max(3, math.ceil(n * WINDOW_FRACTION))
+    reference = clean[block_start : block_start + max(50, n // 10)]
+    reference = reference[np.isfinite(reference)]
+    if len(reference) == 0:
+        return 0
+    level = float(np.median(reference))
+    look = min(n // 2, block_start + window)
+    slow = np.flatnonzero(values[:look] < level * (1.0 - threshold))
+    end = -1
+    for index in slow:
+        # the slow steps must start at once and come densely: a gap of ordinary steps
+        # longer than a quarter of the stretch so far ends it
+        if index - end - 1 <= max(2, (end + 1) // 4):
+            end = int(index)
+        else:
+            break
+    if end < 0:
+        return 0
+    margin = min(math.ceil((end + 1) * FIRST_STEPS_MARGIN), window)
+    return min(end + 1 + margin, n - 1)
