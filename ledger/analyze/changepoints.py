@@ -141,12 +141,20 @@ def _place(values: np.ndarray, cuts: list[tuple[int, float]], size: int) -> list
     return [
         Shift(
             index=at,
-            before=float(np.nanmedian(values[bounds[i] : at])),
-            after=float(np.nanmedian(values[at : bounds[i + 2]])),
+            before=_median(values[bounds[i] : at]),
+            after=_median(values[at : bounds[i + 2]]),
             p_value=p,
         )
         for i, (at, (_, p)) in enumerate(zip(index, cuts, strict=True))
     ]
+
+
+def _median(values: np.ndarray, max_points: int = 200_000) -> float:
+    """Median of the finite values; of an evenly thinned sample for very long stretches."""
+    if len(values) > max_points:
+        values = values[:: math.ceil(len(values) / max_points)]
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if len(finite) else math.nan
 
 
 def _best_split(values: np.ndarray, lo: int, hi: int, fallback: int) -> int:

@@ -33,6 +33,7 @@ import numpy as np
 from ledger.analyze.robust import (
     block_medians,
     block_size,
+    integrated_time,
     long_run_sd,
     mad_sd,
     sliding_median,
@@ -42,6 +43,7 @@ BLOCKS = 400
 OUTLIER_SIGMAS = 5.0
 OUTLIER_MIN = 0.01  # relative: a step within 1 % of its neighbours is never an outlier
 OUTLIER_MIN_BLOCK = 9  # so that one stall cannot move the level it is judged against
+SCALE_POINTS = 100_000  # the noise scale is measured on at most this many steps
 WINDOW_FRACTION = 0.02
 HORIZON_FRACTION = 0.10
 BAND_SIGMAS = 4.0
@@ -51,7 +53,9 @@ FIRST_STRETCH_LIMIT = 0.3  # a slower first stretch ending this early is warm-up
 DEEP_START = 0.8  # ... and up to WARMUP_LIMIT when it ran below 80 % of what followed
 SHORT_STRETCH = 0.05  # a ramp's staircase: stretches shorter than this or than twice all before
 PACE_FACTOR = 1.0
+RAMP_MARGIN = 0.05
 FIRST_STEPS_MARGIN = 0.25  # a slow start found step by step is extended by a quarter
+FIRST_STEPS_DENSITY = 0.8  # share of slow steps in that stretch
 
 
 @dataclass(frozen=True)
@@ -80,19 +84,29 @@ def find_outliers(values: np.ndarray) -> Outliers:
     size = max(block_size(n, BLOCKS), min(OUTLIER_MIN_BLOCK, n))
     medians = block_medians(values, size)
     count = len(medians)
-    block = np.arange(n) // size
     centers = np.minimum(np.arange(count) * size + (size - 1) / 2.0, n - 1)
     level = np.interp(np.arange(n), centers, medians)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = values / level - 1.0
-        noise = mad_sd(relative)
-        threshold = max(OUTLIER_SIGMAS * noise, OUTLIER_MIN) if np.isfinite(noise) else math.inf
+    noise = mad_sd(relative, max_points=SCALE_POINTS)
+    threshold = max(OUTLIER_SIGMAS * noise, OUTLIER_MIN) if np.isfinite(noise) else math.inf
+    mask = np.abs(relative) > threshold
+    candidates = np.flatnonzero(mask)
+    if len(candidates):
         # far from the interpolated level and from the medians of its own and both
         # neighbouring blocks: a step next to a level shift is not an outlier
-        distance = np.abs(relative)
-        for neighbour in (block, np.maximum(block - 1, 0), np.minimum(block + 1, count - 1)):
-            distance = np.minimum(distance, np.abs(values / medians[neighbour] - 1.0))
-    return Outliers(distance > threshold, float(noise), float(threshold))
+        block = candidates // size
+        near = np.stack(
+            [
+                medians[block],
+                medians[np.maximum(block - 1, 0)],
+                medians[np.minimum(block + 1, count - 1)],
+            ]
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            distance = np.abs(values[candidates] / near - 1.0).min(axis=0)
+        mask[candidates[distance <= threshold]] = False
+    return Outliers(mask, float(noise), float(threshold))
 
 
 def find_steady_start(values: np.ndarray, outliers: Outliers, threshold: float) -> SteadyWindow:
@@ -103,11 +117,11 @@ def find_steady_start(values: np.ndarray, outliers: Outliers, threshold: float) 
     blocks = math.ceil(n / size)
     window = max(3, round(blocks * WINDOW_FRACTION))
     horizon = max(2 * window, round(blocks * HORIZON_FRACTION))
-    (before, regime), scan_to, by_segments = _stretch_after_slow_start(clean, threshold)
+    (before, regime), scan_to, by_segments, ramp_end = _stretch_after_slow_start(clean, threshold)
     # look at the approach too: from a window and a horizon before the regime's start
     scan_from = max(before, regime - (window + horizon) * size)
     offset, settled, by_blocks = _start_by_blocks(clean[scan_from:scan_to], size, window, horizon)
-    block_start = max(scan_from + offset, regime)
+    block_start = max(scan_from + offset, regime, ramp_end)
     by_steps = _start_by_first_steps(values, clean, block_start, outliers.threshold)
     start = min(max(block_start, by_steps), max(n - 2, 0))
     found = by_segments or by_blocks or by_steps > 0
@@ -116,18 +130,21 @@ def find_steady_start(values: np.ndarray, outliers: Outliers, threshold: float) 
 
 def _stretch_after_slow_start(
     clean: np.ndarray, threshold: float
-) -> tuple[tuple[int, int], int, bool]:
-    """((start of the stretch before, start), end, slow start seen) of the first regime.
+) -> tuple[tuple[int, int], int, bool, int]:
+    """((start of the stretch before, start), end, slow start seen, ramp end) of the
+    first regime.
 
     The run is segmented by change points; a slower first stretch is warm-up, and so is
-    a staircase of faster and faster stretches after it (a ramp).
+    a staircase of faster and faster stretches after it (a ramp). When the last stretch
+    before the regime still climbs, its climb is extrapolated to the regime's level: the
+    ramp end (else the regime's start).
     """
     from ledger.analyze.changepoints import find_change_points
 
     n = len(clean)
     shifts = find_change_points(clean, threshold)
     if not shifts:
-        return (0, 0), n, False
+        return (0, 0), n, False, 0
     bounds = [0, *(s.index for s in shifts), n]
     levels = [shifts[0].before, *(s.after for s in shifts)]
     first_end, rise = bounds[1], levels[1] / levels[0]
@@ -136,7 +153,7 @@ def _stretch_after_slow_start(
         or (first_end <= WARMUP_LIMIT * n and rise >= 1.0 / DEEP_START)
     )
     if not slow_start:
-        return (0, 0), bounds[1], False
+        return (0, 0), bounds[1], False, 0
     i = 1
     # A ramp shows as a staircase of stretches, each faster than the one before. A
     # stretch that is flat and at least twice as long as everything before it (and
@@ -151,7 +168,37 @@ def _stretch_after_slow_start(
         )
     ):
         i += 1
-    return (bounds[i - 1], bounds[i]), bounds[i + 1], True
+    ramp_end = _ramp_end(clean[bounds[i - 1] : bounds[i]], levels[i])
+    return (bounds[i - 1], bounds[i]), bounds[i + 1], True, bounds[i - 1] + ramp_end
+
+
+def _ramp_end(stretch: np.ndarray, level: float) -> int:
+    """Where a stretch that climbs would reach `level`, counted from its start.
+
+    The climb is the difference of the medians of its halves; it counts only when it
+    stands three standard errors above the noise (autocorrelation included), so a flat
+    stretch ends where it ends. The extrapolation stops at three times the stretch's
+    length and is pushed 5 % later, to err past the ramp rather than into it.
+    """
+    n = len(stretch)
+    positions = np.flatnonzero(np.isfinite(stretch))
+    if len(positions) < 8:
+        return n
+    values = stretch[positions]
+    half = len(values) // 2
+    first, second = float(np.median(values[:half])), float(np.median(values[half:]))
+    where_first = float(np.median(positions[:half]))
+    where_second = float(np.median(positions[half:]))
+    trend = np.polyval(np.polyfit(positions, values, 1), positions)
+    residual = values - trend
+    noise = mad_sd(residual) * math.sqrt(integrated_time(residual))
+    standard_error = 1.2533 * noise * math.sqrt(2.0 / half)  # of a difference of medians
+    climb = second - first
+    if climb <= 3.0 * standard_error or where_second <= where_first:
+        return n
+    slope = climb / (where_second - where_first)
+    end = where_second + (level - second) / slope
+    return int(min(max(end * (1.0 + RAMP_MARGIN), n), 3 * n))
 
 
 def _rising(clean: np.ndarray, size: int, threshold: float) -> bool:
@@ -202,11 +249,11 @@ def _start_by_blocks(
         return 0, True, False
     # Extrapolate the approach: it took `pace` blocks to come from 2 bands below to the
     # band (or, for a shallow approach, to cross the band); a linear ramp needs about
-    # as long again to reach the level.
+    # as long again to reach the level (at most one more window: noise makes paces long).
     deep = np.flatnonzero(deficit[:j] > 2 * band)
     origin = int(deep[-1]) if len(deep) else int(np.flatnonzero(below[:j])[0])
     pace = PACE_FACTOR * (j - origin)
-    start_block = j + window + min(math.ceil(pace), horizon)
+    start_block = j + window + min(math.ceil(pace), window)
     return min(start_block * size, n - 1), True, True
 
 
@@ -230,14 +277,19 @@ def _start_by_first_steps(
     look = min(n // 2, block_start + window)
     slow = np.flatnonzero(values[:look] < level * (1.0 - threshold))
     end = -1
-    for index in slow:
+    for count, index in enumerate(slow):
         # the slow steps must start at once and come densely: a gap of ordinary steps
         # longer than a quarter of the stretch so far ends it
-        if index - end - 1 <= max(2, (end + 1) // 4):
-            end = int(index)
-        else:
+        if index - end - 1 > max(2, (end + 1) // 4):
+            slow = slow[:count]
             break
+        end = int(index)
     if end < 0:
         return 0
+    # ... and make up most of it (stalls spaced out after a warm-up do not extend it)
+    dense = np.flatnonzero(np.arange(1, len(slow) + 1) >= FIRST_STEPS_DENSITY * (slow + 1))
+    if len(dense) == 0:
+        return 0
+    end = int(slow[dense[-1]])
     margin = min(math.ceil((end + 1) * FIRST_STEPS_MARGIN), window)
     return min(end + 1 + margin, n - 1)

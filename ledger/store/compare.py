@@ -20,9 +20,6 @@ from ledger.store.base import LedgerBase
 if TYPE_CHECKING:
     from ledger.analyze import Baseline, CompareReport, RunAnalysis, StepColumns
 
-# What the analyzer reads of a step; tokens and step time stand in where throughput is missing.
-ANALYSIS_COLUMNS = ("throughput", "tokens", "step_time_s")
-
 
 @dataclasses.dataclass(frozen=True)
 class StoredComparison(records.Record):
@@ -51,10 +48,42 @@ class CompareMixin(LedgerBase):
     # -- reading steps ---------------------------------------------------------------------
 
     def step_columns(self, run: str) -> StepColumns:
-        """The run's steps as arrays for ledger.analyze (raises NotFoundError for a bad name)."""
-        from ledger.analyze import StepColumns
+        """The run's steps as arrays for ledger.analyze (raises NotFoundError for a bad name).
 
-        return StepColumns.from_frame(self.steps_frame(run, ANALYSIS_COLUMNS))
+        Reads only what the analysis needs, with the same raw reader as `steps_frame`:
+        rank only when the run has several, tokens only when a throughput is missing.
+        """
+        import numpy as np
+
+        from ledger.analyze import StepColumns
+        from ledger.store.steps import _fetch_floats, _mark
+
+        with self._read() as session:
+            run_id = self._run_row(session, run).id
+            conn = session.connection()
+            mark = _mark(conn)
+            where = f"FROM step WHERE run_id = {mark}"
+            low, high = conn.exec_driver_sql(
+                f"SELECT min(rank), max(rank) {where}", (run_id,)
+            ).one()
+            names = ("step", "throughput", "step_time_s")
+            if low != high:
+                names = ("rank", *names)
+            order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
+            table = _fetch_floats(
+                conn, f"SELECT {', '.join(names)} {where} {order}", (run_id,), len(names)
+            )
+            column = {name: table[:, i] for i, name in enumerate(names)}
+            tokens = None
+            if np.isnan(column["throughput"]).any():
+                tokens = _fetch_floats(conn, f"SELECT tokens {where} {order}", (run_id,), 1)[:, 0]
+        return StepColumns(
+            step=column["step"].astype(np.int64),
+            rank=column["rank"].astype(np.int64) if "rank" in column else None,
+            throughput=column["throughput"],
+            tokens=tokens,
+            step_time_s=column["step_time_s"],
+        )
 
     def _run_unit(self, run: str) -> str | None:
         with self._read() as session:
