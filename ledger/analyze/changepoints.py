@@ -62,6 +62,10 @@ def find_change_points(values: np.ndarray, threshold: float, alpha: float = ALPH
     if not math.isfinite(sigma) or sigma == 0.0:
         sigma = float(np.std(np.diff(signal))) or 1e-12
     cuts = _candidates(signal, min_segment, sigma)
+    # judge the candidates against the noise within the stretches they delimit
+    within = long_run_sd(signal, cuts=cuts)
+    if math.isfinite(within) and within > 0.0:
+        sigma = within
     cuts = _keep_significant(signal, cuts, sigma, threshold, alpha)
     return _place(values, cuts, size)
 

@@ -6,6 +6,7 @@ milliseconds. NaN marks a value to ignore (an outlier taken out).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -106,22 +107,34 @@ def integrated_time(values: np.ndarray) -> float:
     return tau
 
 
-def long_run_sd(values: np.ndarray, lag: int | None = None) -> float:
+def long_run_sd(values: np.ndarray, lag: int | None = None, cuts: list[int] | None = None) -> float:
     """The long-run standard deviation of a series that may hold a few level shifts.
 
     σ_lr² = γ0 (1 + ρ) / (1 − ρ), an AR(1) approximation with γ0 and ρ taken from the
     MAD of differences at lag 1 and at a longer lag. Differences barely see a level
-    shift (only the pairs that straddle it), so a change point does not inflate the
-    noise it is judged against.
+    shift (only the pairs that straddle it), and none straddle the `cuts` (indices
+    where a shift may be), so a change point does not inflate the noise it is judged
+    against.
     """
-    x = values[np.isfinite(values)]
-    n = len(x)
-    if n < 4:
+    n = len(values)
+    if np.isfinite(values).sum() < 4:
         return math.nan
     lag = lag or max(2, min(20, n // 10))
     lag = min(lag, n - 1)
-    s1 = mad_sd(np.diff(x)) ** 2 / 2.0  # γ0 − γ1
-    s_lag = mad_sd(x[lag:] - x[:-lag]) ** 2 / 2.0  # ≈ γ0 once the memory is shorter than lag
+    bounds = [0, *sorted(c for c in (cuts or []) if 0 < c < n), n]
+
+    def differences(step: int) -> np.ndarray:
+        parts = [
+            values[lo + step : hi] - values[lo : hi - step]
+            for lo, hi in itertools.pairwise(bounds)
+            if hi - lo > step
+        ]
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    s1 = mad_sd(differences(1)) ** 2 / 2.0  # γ0 − γ1
+    s_lag = mad_sd(differences(lag)) ** 2 / 2.0  # ≈ γ0 once the memory is shorter than lag
+    if not math.isfinite(s1):
+        return math.nan
     if not s_lag > 0:
         return float(math.sqrt(max(s1, 0.0)))
     rho = min(max(1.0 - s1 / s_lag, 0.0), 0.98)

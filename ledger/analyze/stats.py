@@ -41,9 +41,17 @@ class MedianEstimate:
 
 
 def batch_count(n: int, tau: float) -> int:
-    """How many batches of at least BATCH_TIMES × tau steps fit, at most MAX_BATCHES."""
+    """How many batches of at least BATCH_TIMES × tau steps fit, at most MAX_BATCHES.
+
+    A run too short for two such batches (a few dozen steps) gets up to five batches of
+    at least two steps: its memory cannot be measured anyway, and t with few degrees of
+    freedom keeps the interval wide.
+    """
     length = max(1, math.ceil(BATCH_TIMES * tau))
-    return int(min(MAX_BATCHES, n // length))
+    count = int(min(MAX_BATCHES, n // length))
+    if count < 2 and n >= 4:
+        count = min(5, n // 2)
+    return count
 
 
 def estimate_median(values: np.ndarray) -> MedianEstimate:
