@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.orm import Session
 
 from ledger import records
@@ -133,9 +133,10 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
             select(m.Patch.hypothesis_id).where(m.Patch.id == row.patch_id)
         )
     deploy_count, drifted = session.execute(
-        select(func.count(m.DeployStep.id), func.max(m.DeployStep.drift)).where(
-            m.DeployStep.run_id == row.id
-        )
+        # max() of a boolean does not exist on PostgreSQL: take it over 0/1
+        select(
+            func.count(m.DeployStep.id), func.max(cast(m.DeployStep.drift, Integer))
+        ).where(m.DeployStep.run_id == row.id)
     ).one()
     any_checked = session.scalar(
         select(func.count(m.DeployStep.id)).where(
