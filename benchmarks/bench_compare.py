@@ -5,8 +5,8 @@
 Builds a temporary ledger with two single-rank runs (warm-up, AR(1) noise, stalls, one
 change point), then times, in the same process and interleaved:
 
-- raw fetch: sqlite3 (no SQLAlchemy, no numpy) fetching the rows compare needs
-  (rank, step, throughput, tokens, step_time_s of both runs) into Python tuples;
+- raw fetch: sqlite3 (no SQLAlchemy, no numpy) fetching the same rows and columns that
+  compare reads (step, throughput, step_time_s of both runs, in key order) into tuples;
 - read: `Ledger.step_columns` for both runs (the same rows, into numpy);
 - compare: `Ledger.compare([a, b])` end to end (read + analysis);
 - analysis alone, on arrays already in memory.
@@ -78,8 +78,7 @@ def main() -> None:
         raw = sqlite3.connect(path)
         ids = [raw.execute("SELECT id FROM run WHERE name = ?", (r,)).fetchone()[0] for r in runs]
         query = (
-            "SELECT rank, step, throughput, tokens, step_time_s FROM step "
-            "WHERE run_id = ? ORDER BY rank, step"
+            "SELECT step, throughput, step_time_s FROM step WHERE run_id = ? ORDER BY rank, step"
         )
 
         def raw_fetch() -> None:
