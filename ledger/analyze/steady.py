@@ -6,17 +6,19 @@ deviations of the step-to-step noise, and at least 1 %. A checkpoint save or an 
 shows up as one such step; it is counted, left out of the statistics, and never taken for
 a change of regime.
 
-Warm-up: the run is cut into about 400 blocks and each block summarised by its median.
-For every block j the level of a short window starting there (2 % of the run) is
-compared with the level of the stretch that follows it (the next 10 %). Warm-up is
-where the short window sits clearly *below* what follows — clearly meaning by more than
-three robust standard deviations of that comparison measured over the whole run, and by
-at least 0.5 %. The steady window starts at the first block after which no window is
-clearly below for a whole horizon, pushed later by the window's length and by the time
-the approach would still have taken if it went on at the pace it had (so the tail of a
-slow ramp, hidden in the noise, is not counted as steady). The first steps are checked
-one by one as well: a stretch of much slower steps at the very start (compilation) is
-warm-up even when it is too short to move a block's median.
+Warm-up is a slow start, found in three passes; the steady window starts at the latest
+of their answers (docs/analysis.md, "The steady window", says the same for users):
+
+1. By change points: a first stretch slower than the next (ending in the first 30 % of
+   the run, or the first half when far slower), and a staircase of ever faster stretches
+   after it, are warm-up; a stretch that still climbs is extrapolated to the level.
+2. By block medians (about 400 blocks): a short window (2 % of the run) compared with
+   the horizon that follows it (10 %); the steady window starts after the last window
+   clearly below what follows (4 robust standard deviations of that comparison, and
+   0.5 %), plus one window and the pace of the approach, so the tail of a ramp hidden in
+   the noise is not counted as steady.
+3. Step by step: a dense stretch of much slower first steps (compilation) too short to
+   move a block median.
 
 Only a slow start counts as warm-up: a fall in throughput is a change point, never a
 warm-up, and the steady window starts in the first half of the run at the latest (a
@@ -44,16 +46,16 @@ OUTLIER_SIGMAS = 5.0
 OUTLIER_MIN = 0.01  # relative: a step within 1 % of its neighbours is never an outlier
 OUTLIER_MIN_BLOCK = 9  # so that one stall cannot move the level it is judged against
 SCALE_POINTS = 100_000  # the noise scale is measured on at most this many steps
-WINDOW_FRACTION = 0.02
-HORIZON_FRACTION = 0.10
-BAND_SIGMAS = 4.0
-BAND_MIN = 0.005
-WARMUP_LIMIT = 0.5
+WINDOW_FRACTION = 0.02  # the short window, as a fraction of the run
+HORIZON_FRACTION = 0.10  # what it is compared with
+BAND_SIGMAS = 4.0  # "clearly below": robust standard deviations of that comparison
+BAND_MIN = 0.005  # ... and at least 0.5 %
+WARMUP_LIMIT = 0.5  # the steady window starts in the first half at the latest
 FIRST_STRETCH_LIMIT = 0.3  # a slower first stretch ending this early is warm-up
 DEEP_START = 0.8  # ... and up to WARMUP_LIMIT when it ran below 80 % of what followed
 SHORT_STRETCH = 0.05  # a ramp's staircase: stretches shorter than this or than twice all before
-PACE_FACTOR = 1.0
-RAMP_MARGIN = 0.05
+PACE_FACTOR = 1.0  # paces of the approach added after the crossing (at most a window)
+RAMP_MARGIN = 0.05  # an extrapolated ramp end is pushed this much later
 FIRST_STEPS_MARGIN = 0.25  # a slow start found step by step is extended by a quarter
 FIRST_STEPS_DENSITY = 0.8  # share of slow steps in that stretch
 
