@@ -134,9 +134,9 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
         )
     deploy_count, drifted = session.execute(
         # max() of a boolean does not exist on PostgreSQL: take it over 0/1
-        select(
-            func.count(m.DeployStep.id), func.max(cast(m.DeployStep.drift, Integer))
-        ).where(m.DeployStep.run_id == row.id)
+        select(func.count(m.DeployStep.id), func.max(cast(m.DeployStep.drift, Integer))).where(
+            m.DeployStep.run_id == row.id
+        )
     ).one()
     any_checked = session.scalar(
         select(func.count(m.DeployStep.id)).where(

@@ -167,9 +167,7 @@ class StepsMixin(LedgerBase):
         return frame
 
 
-def _fetch_floats(
-    conn: Connection, sql: str, params: tuple[Any, ...], width: int
-) -> np.ndarray:
+def _fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: int) -> np.ndarray:
     """Rows of numbers as a float64 array of shape (rows, width), NULL and 'NaN' as NaN.
 
     Goes through the DBAPI cursor: SQLAlchemy's Row objects cost more than the query.
