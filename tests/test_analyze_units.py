@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.analyze import (
     Baseline,
@@ -251,3 +253,46 @@ def test_comparison_of_identical_runs_is_no_change() -> None:
     assert c.verdict == "no-change"
     assert c.delta_pct == 0.0
     assert math.isclose(c.p_value, 1.0)  # type: ignore[arg-type]
+
+
+# -- never a crash ---------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(min_value=-10.0, max_value=1e7),
+            st.sampled_from([math.nan, math.inf, 0.0, 1.0, 14_200.0, 14_200.0, 14_200.0]),
+        ),
+        max_size=400,
+    ),
+    ranks=st.integers(min_value=1, max_value=3),
+)
+def test_any_series_is_analysed_or_refused_cleanly(values: list[float], ranks: int) -> None:
+    """Whatever the numbers, a result or NotEnoughStepsError; warnings are errors here."""
+    n = len(values)
+    columns = StepColumns(
+        step=np.arange(n) // ranks,
+        rank=np.arange(n) % ranks,
+        throughput=np.array(values, dtype=np.float64),
+    )
+    try:
+        run = analyze_run("fuzz", columns)
+    except NotEnoughStepsError:
+        return
+    assert run.n_steps >= 3
+    assert run.first_step <= run.steady_from_step <= run.last_step
+    assert math.isfinite(run.median) and run.median > 0
+    json.dumps(run.to_dict(), allow_nan=False)
+    compare_pair(run, run)
+
+
+@pytest.mark.parametrize("n", [5, 8, 13, 30, 64, 100, 250])
+def test_short_runs_with_a_warmup(n: int) -> None:
+    rng = np.random.default_rng(n)
+    values = 1000 * (1 + 0.02 * rng.normal(size=n))
+    values[: max(1, n // 10)] *= 0.2
+    run = analyze_run("short", StepColumns(step=np.arange(n), throughput=values))
+    assert run.median == pytest.approx(1000, rel=0.05)
+    assert run.steady_from_step >= max(1, n // 10)
