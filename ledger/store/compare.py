@@ -63,8 +63,9 @@ class CompareMixin(LedgerBase):
             conn = session.connection()
             mark = _mark(conn)
             where = f"FROM step WHERE run_id = {mark}"
+            # one aggregate per subquery: SQLite then reads each end of the key, not the range
             low, high = conn.exec_driver_sql(
-                f"SELECT min(rank), max(rank) {where}", (run_id,)
+                f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
             ).one()
             names = ("step", "throughput", "step_time_s")
             if low != high:
