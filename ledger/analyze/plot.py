@@ -86,6 +86,7 @@ def plot_run(ax: Axes, run: RunAnalysis, *, color: str = "C0") -> Any:
             fontsize=8,
             color=color,
             fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"},
         )
     return ax.figure
 
