@@ -98,7 +98,7 @@ def _test(signal: np.ndarray, cuts: list[int], sigma: float, threshold: float) -
         lo, hi = bounds[i], bounds[i + 2]
         before = float(np.median(signal[lo:cut]))
         after = float(np.median(signal[cut:hi]))
-        if abs(after / before - 1.0) < threshold:
+        if not before > 0 or abs(after / before - 1.0) < threshold:
             result.append(math.nan)
         else:
             result.append(_cusum_p(signal[lo:hi], cut - lo, sigma))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from ledger.analyze.results import Baseline, CompareReport, RunAnalysis, RunComparison
 from ledger.analyze.run import DEFAULT_ALPHA, DEFAULT_THRESHOLD, analyze_run
 from ledger.analyze.series import StepColumns
@@ -46,7 +48,8 @@ def compare_pair(
     alpha: float = DEFAULT_ALPHA,
 ) -> RunComparison:
     """Run b against run a."""
-    diff = difference(_estimate(a), _estimate(b))
+    with np.errstate(all="ignore"):
+        diff = difference(_estimate(a), _estimate(b))
     delta = diff.ratio - 1.0
     p = diff.p_value if math.isfinite(diff.p_value) else None
     ci = (

@@ -92,9 +92,11 @@ def integrated_time(values: np.ndarray) -> float:
     n = len(x)
     if n < 8:
         return 1.0
+    scale = float(np.median(np.abs(x))) or 1.0
+    x = x / scale  # the time is scale-free; this keeps squares of huge values finite
     x = x - x.mean()
     base = float(x.var())
-    if base == 0.0:
+    if not base > 0.0 or not math.isfinite(base):
         return 1.0
     rho = min(max(float(np.dot(x[:-1], x[1:]) / (base * n)), 0.0), 0.995)
     tau = (1.0 + rho) / (1.0 - rho)

@@ -42,6 +42,20 @@ def analyze_run(
     `threshold` is relative (0.02 = 2 %): the smallest change point worth reporting and
     the margin within which a run counts as back at `baseline`.
     """
+    # Absurd inputs (1e-300 next to 1e300) overflow on the way; NaN and inf are handled
+    # where they matter, so numpy's floating-point warnings would only be noise on stderr.
+    with np.errstate(all="ignore"):
+        return _analyze(name, columns, unit=unit, threshold=threshold, baseline=baseline)
+
+
+def _analyze(
+    name: str,
+    columns: StepColumns,
+    *,
+    unit: str | None,
+    threshold: float,
+    baseline: float | None,
+) -> RunAnalysis:
     trace = build_trace(columns)
     values = trace.values
     if len(values) < MIN_STEPS:

@@ -4,7 +4,8 @@ A step's throughput is the `throughput` column where it was recorded; where it w
 tokens / step_time_s; a run that has neither falls back to steps per second
 (1 / step_time_s). With several ranks, a step's throughput is the mean over the ranks
 that reported it (so it stays comparable when some ranks log fewer steps), and its step
-time the slowest rank's (synchronous training waits for that one).
+time the slowest rank's (synchronous training waits for that one). Values that are not
+finite and positive, or a million times off the run's median, are dropped (`dropped`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ SOURCE_THROUGHPUT = "throughput"
 SOURCE_TOKENS = "tokens/step_time"
 SOURCE_MIXED = "throughput, else tokens/step_time"
 SOURCE_STEP_RATE = "1/step_time"
+PLAUSIBLE_RANGE = 1e6  # values further than this factor from the run's median are dropped
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,11 @@ def build_trace(columns: StepColumns) -> Trace:
             per_step_time = np.fmax.reduceat(step_time[order], starts)
         ranks = RankValues(rank=np.asarray(rank, dtype=np.int64), step=step, value=values)
     keep = _usable(per_step)
+    if keep.any():
+        # a value a million times off the run's median is a unit or parsing accident, not
+        # a slow step; leaving it in would only overflow the arithmetic
+        middle = float(np.median(per_step[keep]))
+        keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
     return Trace(
         steps=uniq[keep],
         values=per_step[keep],

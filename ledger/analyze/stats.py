@@ -26,6 +26,11 @@ MAX_BATCHES = 32
 BATCH_TIMES = 6.0  # batch length in integrated autocorrelation times
 
 
+def _exp(x: float) -> float:
+    """exp that saturates instead of overflowing (absurd inputs make absurd, finite bounds)."""
+    return math.exp(min(x, 700.0))
+
+
 @dataclass(frozen=True)
 class MedianEstimate:
     """A median with the standard error of its logarithm, from `batches` batch medians."""
@@ -39,7 +44,7 @@ class MedianEstimate:
         if not math.isfinite(self.se_log) or self.batches < 2:
             return None
         t = float(special.stdtrit(self.batches - 1, 0.5 + level / 2.0))
-        return (self.median * math.exp(-t * self.se_log), self.median * math.exp(t * self.se_log))
+        return (self.median * _exp(-t * self.se_log), self.median * _exp(t * self.se_log))
 
 
 def batch_count(n: int, tau: float) -> int:
@@ -49,6 +54,8 @@ def batch_count(n: int, tau: float) -> int:
     at least two steps: its memory cannot be measured anyway, and t with few degrees of
     freedom keeps the interval wide.
     """
+    if not math.isfinite(tau):
+        tau = n / 2.0
     length = max(1, math.ceil(BATCH_TIMES * tau))
     count = int(min(MAX_BATCHES, n // length))
     if count < 2 and n >= 4:
@@ -95,18 +102,18 @@ def difference(a: MedianEstimate, b: MedianEstimate, level: float = 0.95) -> Dif
     """
     d = math.log(b.median) - math.log(a.median)
     if a.batches < 2 or b.batches < 2:
-        return Difference(math.exp(d), math.nan, math.nan, math.nan, math.nan)
+        return Difference(_exp(d), math.nan, math.nan, math.nan, math.nan)
     va, vb = a.se_log**2, b.se_log**2
     se = math.sqrt(va + vb)
     if se == 0.0:
         p = 1.0 if d == 0.0 else 0.0
-        return Difference(math.exp(d), math.exp(d), math.exp(d), p, math.inf)
+        return Difference(_exp(d), _exp(d), _exp(d), p, math.inf)
     parts = (va**2 / (a.batches - 1) if va else 0.0) + (vb**2 / (b.batches - 1) if vb else 0.0)
     df = (va + vb) ** 2 / parts if parts > 0 else math.inf
     t_stat = d / se
     p = float(2.0 * special.stdtr(df, -abs(t_stat)))
     q = float(special.stdtrit(df, 0.5 + level / 2.0))
-    return Difference(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), p, df)
+    return Difference(_exp(d), _exp(d - q * se), _exp(d + q * se), p, df)
 
 
 @dataclass(frozen=True)
