@@ -317,3 +317,19 @@ def test_compare_reads_a_million_rows_without_the_orm(lg) -> None:  # type: igno
     assert frame["step"].tolist() == [s for s in range(50) for _ in (0, 1)]
     assert frame["rank"].tolist() == [0, 1] * 50
     assert json.loads(frame.to_json())["throughput"]["0"] == 100.0
+
+
+def test_the_command_line_loads_no_analysis_libraries() -> None:
+    """`ledger --help` stays fast: compare's heavy imports happen inside the command."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ledger.cli; "
+        "heavy = [m for m in ('ledger.analyze', 'scipy', 'ruptures', 'matplotlib', 'numpy', "
+        "'pandas') if m in sys.modules]; print(heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
