@@ -117,8 +117,8 @@ class StepsMixin(LedgerBase):
     def steps_frame(self, run: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
         """A run's steps as a DataFrame (rank, step, then the step columns), ordered by step.
 
-        Read with the driver's own cursor straight into numpy (a million rows in well
-        under a second); missing values and NaN both come back as NaN.
+        Read with the driver's own cursor straight into numpy, about as fast as sqlite3
+        can hand rows to Python; missing values and NaN both come back as NaN.
         """
         import numpy as np
         import pandas as pd
