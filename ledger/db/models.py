@@ -284,3 +284,37 @@ class Setting(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+COMPARISON_VERDICTS = ("regression", "improvement", "no-change")
+
+
+class Comparison(Base):
+    """A recorded `ledger compare A B --resolve H`: run b against run a, with its verdict."""
+
+    __tablename__ = "comparison"
+    __table_args__ = (CheckConstraint(_one_of("verdict", COMPARISON_VERDICTS), name="verdict"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    investigation_id: Mapped[int] = mapped_column(
+        ForeignKey("investigation.id", ondelete="CASCADE")
+    )
+    hypothesis_id: Mapped[int | None] = mapped_column(
+        ForeignKey("hypothesis.id", ondelete="SET NULL"), index=True
+    )
+    run_a_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    run_b_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    unit: Mapped[str | None] = mapped_column(String(50))
+    steady_from_a: Mapped[int | None] = mapped_column(Integer)
+    steady_from_b: Mapped[int | None] = mapped_column(Integer)
+    median_a: Mapped[float | None] = mapped_column(Real)
+    median_b: Mapped[float | None] = mapped_column(Real)
+    delta_pct: Mapped[float | None] = mapped_column(Real)
+    ci_low_pct: Mapped[float | None] = mapped_column(Real)
+    ci_high_pct: Mapped[float | None] = mapped_column(Real)
+    p_value: Mapped[float | None] = mapped_column(Real)
+    threshold_pct: Mapped[float] = mapped_column(Real)
+    alpha: Mapped[float] = mapped_column(Real)
+    verdict: Mapped[str] = mapped_column(String(20))
+    summary: Mapped[str] = mapped_column(Text)

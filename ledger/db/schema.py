@@ -15,9 +15,9 @@ from sqlalchemy import Engine, inspect, text
 
 from ledger.errors import SchemaOutdatedError, StorageError
 
-HEAD = "0002"
+HEAD = "0003"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
-REVISIONS = ("0001", "0002")
+REVISIONS = ("0001", "0002", "0003")
 
 
 @dataclass(frozen=True)

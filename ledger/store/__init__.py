@@ -6,6 +6,7 @@ Every public method opens its own short transaction and returns plain records
 
 from __future__ import annotations
 
+from ledger.store.compare import CompareMixin, StoredComparison
 from ledger.store.deploys import DeploysMixin, DriftCheck
 from ledger.store.fixes import FixesMixin
 from ledger.store.hypotheses import HypothesesMixin
@@ -15,7 +16,7 @@ from ledger.store.runs import RunsMixin
 from ledger.store.steps import StepsMixin
 from ledger.store.timeline import TimelineMixin
 
-__all__ = ["DriftCheck", "Ledger"]
+__all__ = ["DriftCheck", "Ledger", "StoredComparison"]
 
 
 class Ledger(
@@ -27,6 +28,7 @@ class Ledger(
     TimelineMixin,
     IngestMixin,
     ProbesMixin,
+    CompareMixin,
 ):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 

@@ -1,0 +1,143 @@
+"""Small robust building blocks: block medians, MAD scale, dependence estimates.
+
+Everything here works on plain float arrays and is vectorised, so a million steps cost
+milliseconds. NaN marks a value to ignore (an outlier taken out).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+MAD_TO_SD = 1.4826  # the MAD of a normal distribution times this is its standard deviation
+
+
+def mad_sd(values: np.ndarray, max_points: int | None = None) -> float:
+    """A standard deviation that a few wild values cannot move (1.4826 × MAD).
+
+    With `max_points`, a long series is thinned to about that many evenly spaced values
+    first: the scale of a million residuals does not need all of them.
+    """
+    if max_points is not None and len(values) > max_points:
+        values = values[:: math.ceil(len(values) / max_points)]
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return math.nan
+    center = np.median(values)
+    return float(MAD_TO_SD * np.median(np.abs(values - center)))
+
+
+def block_size(n: int, blocks: int) -> int:
+    """The block length that cuts n values into about `blocks` blocks (at least 1)."""
+    return max(1, math.ceil(n / blocks))
+
+
+def block_medians(values: np.ndarray, size: int) -> np.ndarray:
+    """Medians of consecutive blocks of `size` values (the last block may be shorter).
+
+    NaN values are ignored; a block holding nothing else is NaN and then filled from its
+    neighbours, so the result has no NaN as long as `values` has one finite value.
+    """
+    n = len(values)
+    if n == 0:
+        return np.empty(0)
+    count = math.ceil(n / size)
+    padded = np.full(count * size, np.nan)
+    padded[:n] = values
+    table = padded.reshape(count, size)
+    missing = np.isnan(table)
+    if not missing.any():
+        return np.median(table, axis=1)
+    # np.nanmedian loops over rows in Python; sorting puts NaN last in every row, so the
+    # median is the middle of each row's first `valid` entries
+    table = np.sort(table, axis=1)
+    valid = size - missing.sum(axis=1)
+    rows = np.arange(count)
+    low = table[rows, np.maximum(valid - 1, 0) // 2]
+    high = table[rows, np.maximum(valid, 1) // 2 - (valid == 0)]
+    medians = np.where(valid > 0, (low + high) / 2.0, np.nan)
+    return fill_gaps(medians)
+
+
+def fill_gaps(values: np.ndarray) -> np.ndarray:
+    """Replace NaN by linear interpolation between finite neighbours (ends: nearest)."""
+    finite = np.isfinite(values)
+    if finite.all() or not finite.any():
+        return values
+    index = np.arange(len(values))
+    return np.interp(index, index[finite], values[finite])
+
+
+def sliding_median(values: np.ndarray, width: int) -> np.ndarray:
+    """Medians of every window of `width` consecutive values (len(values) - width + 1 of them)."""
+    if width > len(values):
+        return np.empty(0)
+    windows = np.lib.stride_tricks.sliding_window_view(values, width)
+    return np.median(windows, axis=1)
+
+
+def integrated_time(values: np.ndarray) -> float:
+    """How many consecutive values carry the information of one independent value.
+
+    Two estimates, the larger kept (it errs towards wider intervals): the variance of
+    means of ever longer batches (Var(mean of m) × m / Var(x) grows with m until
+    batches outlast the memory of the series, then levels off at the integrated
+    autocorrelation time), and (1 + ρ) / (1 − ρ) from the lag-1 autocorrelation ρ,
+    which is exact for AR(1) noise and sees memory longer than the batches can. 1 for
+    independent values.
+    """
+    x = values[np.isfinite(values)]
+    n = len(x)
+    if n < 8:
+        return 1.0
+    scale = float(np.median(np.abs(x))) or 1.0
+    x = x / scale  # the time is scale-free; this keeps squares of huge values finite
+    x = x - x.mean()
+    base = float(x.var())
+    if not base > 0.0 or not math.isfinite(base):
+        return 1.0
+    rho = min(max(float(np.dot(x[:-1], x[1:]) / (base * n)), 0.0), 0.995)
+    tau = (1.0 + rho) / (1.0 - rho)
+    batch, y = 1, x
+    while len(y) >= 32:  # keep at least 16 batch means at the next level
+        even = len(y) // 2 * 2
+        y = (y[0:even:2] + y[1:even:2]) / 2.0
+        batch *= 2
+        tau = max(tau, batch * float(y.var()) / base)
+    return tau
+
+
+def long_run_sd(values: np.ndarray, lag: int | None = None, cuts: list[int] | None = None) -> float:
+    """The long-run standard deviation of a series that may hold a few level shifts.
+
+    σ_lr² = γ0 (1 + ρ) / (1 − ρ), an AR(1) approximation with γ0 and ρ taken from the
+    MAD of differences at lag 1 and at a longer lag. Differences barely see a level
+    shift (only the pairs that straddle it), and none straddle the `cuts` (indices
+    where a shift may be), so a change point does not inflate the noise it is judged
+    against.
+    """
+    n = len(values)
+    if np.isfinite(values).sum() < 4:
+        return math.nan
+    lag = lag or max(2, min(20, n // 10))
+    lag = min(lag, n - 1)
+    bounds = [0, *sorted(c for c in (cuts or []) if 0 < c < n), n]
+
+    def differences(step: int) -> np.ndarray:
+        parts = [
+            values[lo + step : hi] - values[lo : hi - step]
+            for lo, hi in itertools.pairwise(bounds)
+            if hi - lo > step
+        ]
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    s1 = mad_sd(differences(1)) ** 2 / 2.0  # γ0 − γ1
+    s_lag = mad_sd(differences(lag)) ** 2 / 2.0  # ≈ γ0 once the memory is shorter than lag
+    if not math.isfinite(s1):
+        return math.nan
+    if not s_lag > 0:
+        return float(math.sqrt(max(s1, 0.0)))
+    rho = min(max(1.0 - s1 / s_lag, 0.0), 0.98)
+    return float(math.sqrt(s_lag * (1.0 + rho) / (1.0 - rho)))

@@ -1,0 +1,160 @@
+"""One run from step rows to its steady-state analysis (ledger.analyze.results.RunAnalysis)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ledger.analyze.changepoints import find_change_points
+from ledger.analyze.results import (
+    ChangePoint,
+    RankMedian,
+    RankSpread,
+    RunAnalysis,
+    StepTimes,
+)
+from ledger.analyze.series import RankValues, StepColumns, build_trace
+from ledger.analyze.stats import estimate_median, percentiles, summarize
+from ledger.analyze.steady import find_outliers, find_steady_start
+from ledger.errors import LedgerError
+
+DEFAULT_THRESHOLD = 0.02
+DEFAULT_ALPHA = 0.01
+MIN_STEPS = 3
+OUTLIER_STEPS_SHOWN = 20
+
+
+class NotEnoughStepsError(LedgerError):
+    """Raised when a run has too few steps with a throughput to analyse."""
+
+
+def analyze_run(
+    name: str,
+    columns: StepColumns,
+    *,
+    unit: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    baseline: float | None = None,
+) -> RunAnalysis:
+    """Steady window, robust statistics, outliers, change points and rank spread of a run.
+
+    `threshold` is relative (0.02 = 2 %): the smallest change point worth reporting and
+    the margin within which a run counts as back at `baseline`.
+    """
+    # Absurd inputs (1e-300 next to 1e300) overflow on the way; NaN and inf are handled
+    # where they matter, so numpy's floating-point warnings would only be noise on stderr.
+    with np.errstate(all="ignore"):
+        return _analyze(name, columns, unit=unit, threshold=threshold, baseline=baseline)
+
+
+def _analyze(
+    name: str,
+    columns: StepColumns,
+    *,
+    unit: str | None,
+    threshold: float,
+    baseline: float | None,
+) -> RunAnalysis:
+    trace = build_trace(columns)
+    values = trace.values
+    if len(values) < MIN_STEPS:
+        what = "no steps" if len(columns) == 0 else f"{len(values)} step(s) with a throughput"
+        raise NotEnoughStepsError(
+            f"run {name!r} has {what}; comparing needs at least {MIN_STEPS} "
+            "(a throughput, or tokens and step_time_s, per step)"
+        )
+    outliers = find_outliers(values)
+    steady = find_steady_start(values, outliers, threshold)
+    start = steady.start
+    window = values[start:]
+    mask = outliers.mask[start:]
+    clean = window[~mask]
+    if len(clean) == 0:  # everything flagged: better to use all than nothing
+        clean, mask = window, np.zeros(len(window), dtype=bool)
+    estimate = estimate_median(clean)
+    summary = summarize(clean)
+    step_times = None
+    if trace.step_time_s is not None:
+        found = percentiles(trace.step_time_s[start:][~mask], (50, 90, 99))
+        step_times = StepTimes(*found) if found is not None else None
+    shifts = find_change_points(np.where(mask, np.nan, window), threshold)
+    steady_steps = trace.steps[start:]
+    change_points = [
+        ChangePoint(
+            step=int(steady_steps[s.index]),
+            before=s.before,
+            after=s.after,
+            shift_pct=100.0 * s.relative,
+            p_value=s.p_value,
+        )
+        for s in shifts
+    ]
+    steady_from = int(trace.steps[start])
+    ranks = rank_spread(trace.ranks, steady_from) if trace.ranks is not None else None
+    vs_baseline = recovered = None
+    if baseline is not None and baseline > 0:
+        vs_baseline = 100.0 * estimate.median / baseline
+        recovered = bool(estimate.median >= baseline * (1.0 - threshold))
+    ci = estimate.interval()
+    outlier_index = np.flatnonzero(mask)[:OUTLIER_STEPS_SHOWN]
+    return RunAnalysis(
+        run=name,
+        unit=unit if trace.source != "1/step_time" else "steps/s",
+        source=trace.source,
+        n_steps=len(values),
+        first_step=int(trace.steps[0]),
+        last_step=int(trace.steps[-1]),
+        steady_from_step=steady_from,
+        settled=steady.settled,
+        n_steady=len(window),
+        median=estimate.median,
+        ci95=ci,
+        mean=summary.mean,
+        p10=summary.p10,
+        p90=summary.p90,
+        cv=summary.cv,
+        batches=estimate.batches,
+        tau_steps=estimate.tau,
+        step_time_s=step_times,
+        outliers=int(mask.sum()),
+        outlier_steps=[int(s) for s in steady_steps[outlier_index]],
+        change_points=change_points,
+        ranks=ranks,
+        vs_baseline_pct=vs_baseline,
+        recovered=recovered,
+        se_log=estimate.se_log,
+        steps=trace.steps,
+        values=values,
+        outlier_mask=outliers.mask,
+    )
+
+
+def rank_spread(ranks: RankValues, steady_from: int) -> RankSpread | None:
+    """Each rank's median throughput over the steady window; None with a single rank."""
+    keep = (ranks.step >= steady_from) & np.isfinite(ranks.value)
+    rank, value = ranks.rank[keep], ranks.value[keep]
+    if len(rank) == 0:
+        return None
+    order = np.argsort(rank, kind="stable")
+    rank, value = rank[order], value[order]
+    names, starts = np.unique(rank, return_index=True)
+    if len(names) < 2:
+        return None
+    groups = np.split(value, starts[1:])
+    per_rank = [
+        RankMedian(rank=int(r), median=float(np.median(g)), steps=len(g))
+        for r, g in zip(names, groups, strict=True)
+    ]
+    medians = np.array([r.median for r in per_rank])
+    slow, fast = int(np.argmin(medians)), int(np.argmax(medians))
+    middle = float(np.median(medians))
+    return RankSpread(
+        ranks=len(per_rank),
+        slowest_rank=per_rank[slow].rank,
+        slowest_median=per_rank[slow].median,
+        fastest_rank=per_rank[fast].rank,
+        fastest_median=per_rank[fast].median,
+        spread_pct=100.0 * (medians[fast] - medians[slow]) / middle if middle else math.nan,
+        per_rank=per_rank,
+    )

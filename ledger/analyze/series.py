@@ -1,0 +1,162 @@
+"""From step rows to one throughput value per step: what every other analysis reads.
+
+A step's throughput is the `throughput` column where it was recorded; where it was not,
+tokens / step_time_s; a run that has neither falls back to steps per second
+(1 / step_time_s). With several ranks, a step's throughput is the mean over the ranks
+that reported it (so it stays comparable when some ranks log fewer steps), and its step
+time the slowest rank's (synchronous training waits for that one). Values that are not
+finite and positive, or a million times off the run's median, are dropped (`dropped`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SOURCE_THROUGHPUT = "throughput"
+SOURCE_TOKENS = "tokens/step_time"
+SOURCE_MIXED = "throughput, else tokens/step_time"
+SOURCE_STEP_RATE = "1/step_time"
+PLAUSIBLE_RANGE = 1e6  # values further than this factor from the run's median are dropped
+
+
+@dataclass(frozen=True)
+class StepColumns:
+    """A run's step rows as arrays, one entry per (rank, step) row, in any order."""
+
+    step: np.ndarray
+    rank: np.ndarray | None = None
+    throughput: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+    step_time_s: np.ndarray | None = None
+
+    @classmethod
+    def from_frame(cls, frame: object) -> StepColumns:
+        """Build from a DataFrame with a `step` column and any of the others."""
+
+        def column(name: str, dtype: str) -> np.ndarray | None:
+            if name not in frame.columns:  # type: ignore[attr-defined]
+                return None
+            return frame[name].to_numpy(dtype=dtype)  # type: ignore[index]
+
+        step = column("step", "int64")
+        if step is None:
+            raise ValueError("step rows need a 'step' column")
+        return cls(
+            step=step,
+            rank=column("rank", "int64"),
+            throughput=column("throughput", "float64"),
+            tokens=column("tokens", "float64"),
+            step_time_s=column("step_time_s", "float64"),
+        )
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+@dataclass(frozen=True)
+class RankValues:
+    """Per-(rank, step) throughput, kept for the per-rank spread."""
+
+    rank: np.ndarray
+    step: np.ndarray
+    value: np.ndarray
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One throughput value per step, in step order, with only finite positive values."""
+
+    steps: np.ndarray  # int64, increasing
+    values: np.ndarray  # float64
+    step_time_s: np.ndarray | None  # float64 per step (NaN where unknown), or None
+    source: str
+    ranks: RankValues | None  # set when the run has more than one rank
+    dropped: int  # steps without a usable throughput
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _usable(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values > 0)
+
+
+def row_throughput(columns: StepColumns) -> tuple[np.ndarray, str]:
+    """Throughput per row and where it came from (see the module's docstring)."""
+    n = len(columns)
+    values = (
+        np.array(columns.throughput, dtype=np.float64)
+        if columns.throughput is not None
+        else np.full(n, np.nan)
+    )
+    recorded = _usable(values)
+    values[~recorded] = np.nan
+    source = SOURCE_THROUGHPUT
+    have_time = columns.step_time_s is not None
+    if not recorded.all() and columns.tokens is not None and have_time:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            derived = np.asarray(columns.tokens, dtype=np.float64) / np.asarray(
+                columns.step_time_s, dtype=np.float64
+            )
+        fill = ~recorded & _usable(derived)
+        if fill.any():
+            values[fill] = derived[fill]
+            source = SOURCE_MIXED if recorded.any() else SOURCE_TOKENS
+    if not _usable(values).any() and have_time:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = 1.0 / np.asarray(columns.step_time_s, dtype=np.float64)
+        values[~_usable(values)] = np.nan
+        source = SOURCE_STEP_RATE
+    return values, source
+
+
+def build_trace(columns: StepColumns) -> Trace:
+    """Reduce step rows to one throughput per step (mean over ranks), in step order."""
+    values, source = row_throughput(columns)
+    step = np.asarray(columns.step, dtype=np.int64)
+    step_time = (
+        np.asarray(columns.step_time_s, dtype=np.float64)
+        if columns.step_time_s is not None
+        else None
+    )
+    rank = columns.rank
+    several = rank is not None and len(rank) > 0 and rank.min() != rank.max()
+    if not several:
+        if len(step) > 1 and np.any(np.diff(step) < 0):
+            order = np.argsort(step, kind="stable")
+            step, values = step[order], values[order]
+            step_time = step_time[order] if step_time is not None else None
+        uniq, per_step, per_step_time = step, values, step_time
+        ranks = None
+    else:
+        assert rank is not None
+        uniq, inverse = np.unique(step, return_inverse=True)
+        finite = np.isfinite(values)
+        counts = np.bincount(inverse, weights=finite.astype(np.float64), minlength=len(uniq))
+        sums = np.bincount(inverse, weights=np.where(finite, values, 0.0), minlength=len(uniq))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_step = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        per_step_time = None
+        if step_time is not None:
+            order = np.argsort(inverse, kind="stable")
+            starts = np.searchsorted(inverse[order], np.arange(len(uniq)))
+            # fmax ignores NaN: the slowest rank that reported a step time
+            per_step_time = np.fmax.reduceat(step_time[order], starts)
+        ranks = RankValues(rank=np.asarray(rank, dtype=np.int64), step=step, value=values)
+    keep = _usable(per_step)
+    if keep.any():
+        # a value a million times off the run's median is a unit or parsing accident, not
+        # a slow step; leaving it in would only overflow the arithmetic
+        middle = float(np.median(per_step[keep]))
+        keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
+    return Trace(
+        steps=uniq[keep],
+        values=per_step[keep],
+        step_time_s=per_step_time[keep] if per_step_time is not None else None,
+        source=source,
+        ranks=ranks,
+        dropped=int((~keep).sum()),
+    )

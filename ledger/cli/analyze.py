@@ -1,0 +1,259 @@
+"""`ledger compare` and `ledger baseline`: is it faster, slower, or noise?"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from ledger.cli.app import cli, emit, json_option, open_ledger, table, warn, with_ledger
+
+
+class Percent(click.ParamType):
+    """A percentage: '2', '2%' or '0.5 %' (→ 0.02, 0.02, 0.005)."""
+
+    name = "percent"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip().rstrip("%").strip()
+        try:
+            number = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a percentage (e.g. 2 or 2%)", param, ctx)
+        if not 0.0 <= number < 100.0 or not math.isfinite(number):
+            self.fail(f"{value!r} is not between 0 and 100 %", param, ctx)
+        return number / 100.0
+
+
+@cli.command()
+@click.argument("runs", nargs=-1, required=True, metavar="RUN_A [RUN_B RUN_C…]")
+@click.option(
+    "--baseline",
+    type=float,
+    metavar="VALUE",
+    help="Compare with this throughput instead of the investigation's baseline.",
+)
+@click.option(
+    "--threshold",
+    type=Percent(),
+    default="2",
+    show_default=True,
+    metavar="PCT",
+    help="Smallest difference that counts as a change, in percent.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.01,
+    show_default=True,
+    metavar="P",
+    help="Significance level a change must reach.",
+)
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also draw throughput over steps (.png, .pdf or .svg).",
+)
+@click.option(
+    "--resolve",
+    "hypothesis_id",
+    type=int,
+    metavar="H",
+    help="Record the comparison on hypothesis H and resolve H by its verdict "
+    "(two runs: before the fix, then with it).",
+)
+@json_option
+@with_ledger(create=False)
+def compare(
+    lg: Any,
+    runs: tuple[str, ...],
+    baseline: float | None,
+    threshold: float,
+    alpha: float,
+    plot_file: str | None,
+    hypothesis_id: int | None,
+    as_json: bool,
+) -> None:
+    """Compare the steady throughput of runs: each later run against RUN_A, and each
+    against the baseline.
+
+    Warm-up and isolated stalls are left out; the verdict (regression, improvement or
+    no-change) needs both significance (p < --alpha, from a test that respects
+    autocorrelated steps) and a difference of at least --threshold. Change points inside
+    a run and the spread between ranks are reported too; docs/analysis.md explains the
+    method.
+
+    \b
+      ledger compare eager_unpadded eager_dynamiccopy
+      ledger compare eager_unpadded eager_dynamiccopy --baseline 14200 --plot cmp.png
+      ledger compare eager_unpadded eager_dynamiccopy --resolve 3
+    """
+    report = lg.compare(
+        list(runs), baseline=baseline, threshold=threshold, alpha=alpha, resolve=hypothesis_id
+    )
+    if plot_file:
+        from ledger.analyze.plot import save_compare_figure
+
+        save_compare_figure(report, plot_file)
+    for run in report.runs:
+        for note in _notes(run, report):
+            warn(note)
+    # to_dict() leaves out the arrays kept for --plot
+    emit(report.to_dict() if as_json else report, as_json, render_report)
+
+
+def _notes(run: Any, report: Any) -> list[str]:
+    notes = []
+    if not run.settled:
+        notes.append(
+            f"warning: {run.run} never settled in its first half; its statistics use the "
+            "second half"
+        )
+    unit, base_unit = run.unit, report.baseline.unit
+    if unit and base_unit and report.baseline.value is not None and unit != base_unit:
+        notes.append(f"warning: {run.run} is in {unit}, the baseline in {base_unit}")
+    first = report.runs[0]
+    if run is not first and run.unit and first.unit and run.unit != first.unit:
+        notes.append(f"warning: {run.run} is in {run.unit}, {first.run} in {first.unit}")
+    return notes
+
+
+def render_report(report: Any) -> str:
+    from ledger.analyze.wording import baseline_sentence, short_value
+
+    base = report.baseline
+    rows = []
+    for r in report.runs:
+        ci = f"{short_value(r.ci95[0])}–{short_value(r.ci95[1])}" if r.ci95 else "-"
+        rows.append(
+            (
+                r.run,
+                f"{r.steady_from_step:,}",
+                f"{r.n_steady:,}",
+                short_value(r.median),
+                ci,
+                f"{100 * r.cv:.1f} %" if math.isfinite(r.cv) else "-",
+                r.outliers,
+                len(r.change_points),
+                f"{r.vs_baseline_pct:.1f} %" if r.vs_baseline_pct is not None else "-",
+            )
+        )
+    unit = next((r.unit for r in report.runs if r.unit), None) or base.unit or ""
+    headers = [
+        "RUN",
+        "STEADY FROM",
+        "STEPS",
+        f"MEDIAN {unit}".strip(),
+        "95% CI",
+        "CV",
+        "OUTLIERS",
+        "CHANGES",
+        "OF BASELINE",
+    ]
+    lines = [table(rows, headers), ""]
+    by_run = {r.run: r for r in report.runs}
+    for c in report.comparisons:
+        against = baseline_sentence(by_run[c.b].vs_baseline_pct, base.value, by_run[c.b].recovered)
+        lines.append(c.summary + (f"; {against}" if against else "") + ".")
+    if base.value is not None:
+        covered = {c.b for c in report.comparisons}
+        for r in report.runs:
+            if r.run not in covered:
+                lines.append(
+                    f"{r.run} is {baseline_sentence(r.vs_baseline_pct, base.value, r.recovered)}."
+                )
+    else:
+        lines.append("no baseline (ledger baseline set 14200 --unit tok/s, or --baseline)")
+    for r in report.runs:
+        for cp in r.change_points:
+            verb = "rose" if cp.shift_pct > 0 else "fell"
+            lines.append(
+                f"{r.run}: throughput {verb} {abs(cp.shift_pct):.1f} % at step {cp.step:,} "
+                f"({short_value(cp.before)} → {short_value(cp.after)})"
+            )
+        if r.ranks is not None:
+            lines.append(
+                f"{r.run}: slowest of {r.ranks.ranks} ranks is rank {r.ranks.slowest_rank} "
+                f"({short_value(r.ranks.slowest_median)}); ranks spread "
+                f"{r.ranks.spread_pct:.1f} %"
+            )
+    if report.resolution is not None:
+        res = report.resolution
+        lines.append(f"hypothesis #{res.hypothesis} {res.status} (comparison recorded)")
+    return "\n".join(lines)
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def baseline(ctx: click.Context, as_json: bool) -> None:
+    """Show the throughput the investigation is trying to get back to.
+
+    \b
+      ledger baseline                          show it
+      ledger baseline set 14200 --unit tok/s   set it
+      ledger baseline set --from-run eager_restored
+      ledger baseline clear
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    lg = open_ledger(ctx, create=False)
+    try:
+        current = lg.baseline()
+    finally:
+        lg.close()
+    emit(current, as_json, _render_baseline)
+
+
+def _render_baseline(b: Any) -> str:
+    from ledger.analyze.wording import short_value
+
+    if b.value is None:
+        return "no baseline yet (ledger baseline set 14200 --unit tok/s)"
+    source = f" (from {b.source})" if b.source and b.source.startswith("run ") else ""
+    return f"baseline {b.value:,.6g} {b.unit or ''}".rstrip() + f" ({short_value(b.value)}){source}"
+
+
+@baseline.command("set")
+@click.argument("value", type=float, required=False)
+@click.option("--unit", metavar="UNIT", help="Its unit (default: the current one, else tok/s).")
+@click.option(
+    "--from-run",
+    "from_run",
+    metavar="NAME",
+    help="Use the steady median throughput of this run instead of a number.",
+)
+@json_option
+@with_ledger(create=True)
+def baseline_set(
+    lg: Any, value: float | None, unit: str | None, from_run: str | None, as_json: bool
+) -> None:
+    """Set the baseline to VALUE, or to the steady median of --from-run NAME."""
+    if (value is None) == (from_run is None):
+        raise click.UsageError("give either VALUE or --from-run NAME")
+    if from_run is not None:
+        if unit is not None:
+            raise click.UsageError("--unit goes with VALUE; --from-run takes the run's unit")
+        result = lg.set_baseline_from_run(from_run)
+    else:
+        assert value is not None
+        if not value > 0 or not math.isfinite(value):
+            raise click.UsageError(f"the baseline is a throughput above 0, not {value:g}")
+        result = lg.set_baseline_value(value, unit)
+    emit(result, as_json, _render_baseline)
+
+
+@baseline.command("clear")
+@json_option
+@with_ledger(create=False)
+def baseline_clear(lg: Any, as_json: bool) -> None:
+    """Forget the baseline."""
+    result = lg.set_baseline_value(None)
+    emit(result, as_json, lambda _: "baseline cleared")
