@@ -254,6 +254,6 @@ def baseline_set(
 @json_option
 @with_ledger(create=False)
 def baseline_clear(lg: Any, as_json: bool) -> None:
-    """Forget the baseline."""
+    """Forget the baseline: runs are then compared only with each other."""
     result = lg.set_baseline_value(None)
     emit(result, as_json, lambda _: "baseline cleared")

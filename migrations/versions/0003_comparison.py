@@ -1,7 +1,7 @@
 """The comparison table: `ledger compare A B --resolve H` keeps its verdict here.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002
 Create Date: 2026-11-29
 
 One row per recorded comparison of run b against run a: the steady medians, the
