@@ -190,9 +190,9 @@ def test_wording() -> None:
         "eager_dynamiccopy is 31.2 % faster than eager_unpadded (CI 29.8–32.5 %, p < 0.001)"
     )
     slower = comparison_sentence("a", "b", -4.0, (-5.0, -3.0), 0.0001, "regression", 2.0)
-    assert slower.startswith("b is 4.0 % slower than a")
+    assert slower.startswith("b is 4.0 % slower than a (CI -5.0 to -3.0 %")
     same = comparison_sentence("a", "b", 0.4, (-0.8, 1.6), 0.41, "no-change", 2.0)
-    assert same == "b is no different from a: +0.4 % (CI -0.8–1.6 %, p = 0.41), within noise"
+    assert same == "b is no different from a: +0.4 % (CI -0.8 to 1.6 %, p = 0.41), within noise"
 
 
 # -- a whole run -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`ledger demo`: the example investigation builds, shows drift, and stores no secret."""
+"""`ledger demo`: the whole example investigation, seeded and deterministic."""
 
 from __future__ import annotations
 
@@ -8,27 +8,51 @@ import pytest
 from helpers import run_cli
 
 import ledger
-from ledger.demo import FAKE_TOKEN
+from ledger.demo import FAKE_TOKEN, run_demo
+
+FATES = {
+    "baseline": "finished",
+    "compiled": "killed",
+    "eager_restored": "killed",
+    "eager_unpadded": "killed",
+    "eager_bufcache": "oom",
+    "eager_dynamiccopy": "finished",
+}
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only
-def test_demo_builds_the_investigation(tmp_path: Path) -> None:
+def test_demo_builds_the_whole_investigation(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = run_cli("demo", "--out", str(out))
     assert result.exit_code == 0, result.stderr
     db = out / ".ledger" / "ledger.db"
-    assert str(db) in result.stdout and "DRIFT" in result.stdout
+    assert str(out / "report.html") in result.stdout and (out / "report.html").is_file()
     with ledger.open(db, create=False) as lg:
-        steps = lg.deploy_steps("eager_dynamiccopy")
-        assert [s.drift for s in steps if s.name == "copy"] == [True, False]
+        assert {r.run: r.fate for r in lg.runs()} == FATES
+        assert [s.drift for s in lg.deploy_steps("eager_dynamiccopy") if s.name == "copy"] == [
+            True,
+            False,
+        ]
+        assert [h.status for h in lg.hypotheses()] == ["confirmed", "refuted", "confirmed"]
         assert lg.investigation().baseline_value == 14200
+        final = lg.compare(["eager_unpadded", "eager_dynamiccopy"])
+        assert final.comparisons[0].verdict == "improvement"
+        assert final.run("eager_dynamiccopy").recovered
+        oom = lg.show("eager_bufcache")
+        assert "Tried to allocate" in oom.fate_reason or "tried to allocate" in oom.fate_reason
+        assert any(p.fate == "loading" and p.gpus for p in lg.show("eager_dynamiccopy").probes)
     stored = b"".join(p.read_bytes() for p in db.parent.glob("ledger.db*"))
     assert FAKE_TOKEN.encode() not in stored
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only
-def test_demo_twice_in_one_folder_starts_fresh(tmp_path: Path) -> None:
+def test_demo_is_deterministic_and_starts_fresh(tmp_path: Path) -> None:
+    medians = []
     for _ in range(2):
-        assert run_cli("demo", "--out", str(tmp_path)).exit_code == 0
-    with ledger.open(tmp_path / ".ledger" / "ledger.db", create=False) as lg:
-        assert len(lg.hypotheses()) == 1
+        result = run_demo(tmp_path, say=lambda _: None)
+        with ledger.open(result.db, create=False) as lg:
+            assert len(lg.hypotheses()) == 3
+            medians.append([lg.analyze(name).median for name in result.runs])
+    assert medians[0] == medians[1]

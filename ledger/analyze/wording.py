@@ -34,6 +34,8 @@ def pct(value: float | None, signed: bool = False) -> str:
 def interval_text(ci: tuple[float, float] | None) -> str:
     if ci is None:
         return "CI n/a"
+    if ci[0] < 0 or ci[1] < 0:  # "-28.5–-25.3" misreads; spell the range out
+        return f"CI {ci[0]:.1f} to {ci[1]:.1f} %"
     return f"CI {ci[0]:.1f}–{ci[1]:.1f} %"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ledger.cli.app import cli, local_time, table
+from ledger.cli.app import cli
 
 
 @cli.command()
@@ -14,19 +14,17 @@ from ledger.cli.app import cli, local_time, table
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Where to build it (default: a new temporary folder); the ledger is DIR/.ledger/ledger.db",
+    help="Where to build it (default: ./ledger-demo); the ledger is DIR/.ledger/ledger.db",
 )
 def demo(out: Path | None) -> None:
-    """Build an example investigation in a fresh ledger and print its timeline."""
-    import tempfile
-
+    """Build a whole example investigation in a fresh ledger: hypotheses, patches, deploys
+    (one ships a stale file), probes, realistic logs, comparisons and DIR/report.html."""
     from ledger.demo import run_demo
 
-    folder = out or Path(tempfile.mkdtemp(prefix="ledger-demo-"))
-    result = run_demo(folder, say=lambda line: click.echo(f"· {line}"))
+    result = run_demo(out or Path("ledger-demo"), say=lambda line: click.echo(f"· {line}"))
     click.echo("")
-    rows = [(local_time(e.when), e.kind, e.id, e.summary) for e in result.timeline]
-    click.echo(table(rows, ["WHEN", "KIND", "ID", "WHAT"]))
-    click.echo("")
-    click.echo(f"ledger: {result.db}")
-    click.echo(f"look around: ledger --db {result.db} show eager_dynamiccopy")
+    click.echo(f"verdict: {result.verdict}")
+    click.echo(f"report:  {result.report}")
+    click.echo(f"ledger:  {result.db}")
+    click.echo(f"look around: cd {result.folder}")
+    click.echo("             ledger timeline; ledger compare baseline eager_dynamiccopy")

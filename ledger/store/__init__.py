@@ -12,6 +12,7 @@ from ledger.store.fixes import FixesMixin
 from ledger.store.hypotheses import HypothesesMixin
 from ledger.store.ingest import IngestMixin
 from ledger.store.probes import ProbesMixin
+from ledger.store.report import ReportMixin
 from ledger.store.runs import RunsMixin
 from ledger.store.steps import StepsMixin
 from ledger.store.timeline import TimelineMixin
@@ -29,6 +30,7 @@ class Ledger(
     IngestMixin,
     ProbesMixin,
     CompareMixin,
+    ReportMixin,
 ):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 

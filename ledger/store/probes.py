@@ -184,8 +184,9 @@ def _conclusion(run: str, fate: str, parser: Any, summary: dict[str, Any], resul
     if fate not in crash:
         parts.append("no crash")
     else:
-        last = summary.get("last_event") or {}
-        parts.append(f"{last.get('kind', fate)}: {str(last.get('text', ''))[:100]}")
+        # Say what decided the fate (the OOM line), not whatever the launcher printed last.
+        reason = summary.get("fate_reason") or (summary.get("last_event") or {}).get("text", "")
+        parts.append(str(reason)[:120])
     head = f"{run}: {fate}"
     line = f"{head} — {', '.join(parts)}" if parts else head
     if summary["gpus"]:

@@ -1,0 +1,4 @@
+"""Regression reports: figures and a self-contained HTML page drawn from plain data.
+
+The store gathers a `ReportData` (ledger.store.report); this package only draws it.
+"""

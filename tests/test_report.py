@@ -1,0 +1,99 @@
+"""`ledger report`: the HTML is self-contained and escaped; PNG and PDF carry the figures."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+import pytest
+from helpers import run_cli, run_json
+
+XSS = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>"
+
+
+def _steps(level: float, n: int = 400, seed: int = 0) -> list[dict]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = level * (1 + rng.normal(0, 0.01, n))
+    values[:20] *= np.linspace(0.3, 0.95, 20)  # warm-up
+    return [
+        {"step": i + 1, "throughput": float(v), "step_time_s": 65536 / float(v)}
+        for i, v in enumerate(values)
+    ]
+
+
+@pytest.fixture
+def investigation(lg) -> object:
+    lg.set_baseline(14200, "tok/s")
+    lg.add_steps("reference", _steps(14200, seed=1), throughput_unit="tok/s")
+    lg.record_fix(XSS, f"summary {XSS}", diff=f"+{XSS}\n", run="attempt")
+    lg.add_steps("attempt", _steps(11000, seed=2), throughput_unit="tok/s")
+    lg.deploy("attempt", "relaunch", ["echo", XSS])
+    lg.set_fate("attempt", "oom", "CUDA out of memory. Tried to allocate 4.50 GiB")
+    lg.ensure_run("never_started")
+    return lg
+
+
+def test_html_is_self_contained_and_escaped(investigation, tmp_path: Path) -> None:
+    out = investigation.write_report(tmp_path / "r.html")
+    page = out.read_text()
+    assert "<script" not in page.lower().replace("&lt;script", "")
+    assert "&lt;script&gt;window.__pwned" in page and "onerror=alert(1)&gt;" in page
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
+    assert csp and "default-src 'none'" in html.unescape(csp.group(1))
+    assert not re.search(r"""(?:src|href)=["']?(?:https?:|//)""", page)
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) >= 3
+    for data in images:
+        assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
+    assert "never_started" in page and "no steps recorded" in page  # shown, not dropped
+    assert "oom" in page and "Tried to allocate" in page
+
+
+def test_png_and_pdf(investigation, tmp_path: Path) -> None:
+    png = investigation.write_report(tmp_path / "r.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    from PIL import Image
+
+    figures = investigation.report_data()
+    from ledger.report.figures import overview_figures
+    from ledger.report.render import DPI
+
+    expected = sum(round(f.get_figheight() * DPI) for f in overview_figures(figures).values())
+    with Image.open(tmp_path / "r.png") as image:
+        assert abs(image.height - expected) <= 4  # every figure, stacked
+    pdf = investigation.write_report(tmp_path / "r.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(b"/Type /Page ") >= 3
+
+
+def test_cli_report(investigation, tmp_path: Path) -> None:
+    result = run_json("report", "--out", str(tmp_path / "x" / "report.html"))
+    assert Path(result["out"]).is_file()
+    only = run_json("report", "--runs", "reference", "--out", str(tmp_path / "one.html"))
+    assert (
+        "attempt"
+        not in Path(only["out"]).read_text().split("<h2>Attempts</h2>")[1].split("</table>")[0]
+    )
+    bad = run_cli("report", "--out", str(tmp_path / "r.docx"))
+    assert bad.exit_code == 2 and "Error:" in bad.stderr and ".html, .png or .pdf" in bad.stderr
+    missing = run_cli("report", "--runs", "nope", "--out", str(tmp_path / "r.html"))
+    assert missing.exit_code == 1 and "no run 'nope'" in missing.stderr
+
+
+def test_a_ledger_with_no_runs_still_reports(lg, tmp_path: Path) -> None:
+    page = lg.write_report(tmp_path / "empty.html").read_text()
+    assert page.startswith("<!doctype html>") and "0 attempts" in page
+
+
+def test_report_reads_one_run_per_attempt(investigation) -> None:
+    data = investigation.report_data()
+    names = [a.name for a in data.attempts]
+    assert names == ["reference", "attempt", "never_started"]
+    reference, attempt, never = data.attempts
+    assert reference.analysis is not None and reference.comparison is None
+    assert attempt.comparison is not None and attempt.comparison.verdict == "regression"
+    assert never.analysis is None and never.why_not_analysed == "no steps recorded"
+    assert attempt.step_times_s is not None and len(attempt.step_times_s) > 300
