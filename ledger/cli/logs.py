@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, run_option, with_ledger
+from ledger.cli.app import cli, emit, json_option, live_output, run_option, with_ledger
 
 
 def pattern_option(f: Any) -> Any:
@@ -241,6 +241,10 @@ def _progress_bar(log: str) -> _Bar | None:
     "--stall-after", type=float, default=300.0, show_default=True, metavar="S",
     help="Same position as the previous probe this long ago: stalled.",
 )  # fmt: skip
+@click.option(
+    "--show-output", is_flag=True,
+    help="Also print the command's output as it comes (on stderr); by default only the verdict.",
+)  # fmt: skip
 @pattern_option
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -251,6 +255,7 @@ def probe(
     wait: float,
     timeout: float | None,
     stall_after: float,
+    show_output: bool,
     patterns: tuple[str, ...],
     as_json: bool,
     command: tuple[str, ...],
@@ -261,14 +266,7 @@ def probe(
     output (last 64 KiB, redacted), reads it for the fate, the last bar and step, and
     stores nvidia-smi rows (CSV or table) as GPU samples. Exits with the command's status.
     """
-    echo = None
-    if not as_json:
-
-        def echo(chunk: bytes) -> None:  # the output as it comes, like the hand-typed check
-            out = click.get_binary_stream("stderr")
-            out.write(chunk)
-            out.flush()
-
+    echo = live_output(as_json=True) if show_output else None  # stderr: stdout has the verdict
     result = lg.probe(
         run, command, wait=wait, timeout=timeout, echo=echo, patterns=patterns,
         stall_after=stall_after,
