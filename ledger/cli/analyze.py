@@ -246,7 +246,7 @@ def baseline_set(
         assert value is not None
         if not value > 0 or not math.isfinite(value):
             raise click.UsageError(f"the baseline is a throughput above 0, not {value:g}")
-        result = lg.set_baseline_value(value, unit)
+        result = lg.set_baseline(value, unit)
     emit(result, as_json, _render_baseline)
 
 
@@ -255,5 +255,5 @@ def baseline_set(
 @with_ledger(create=False)
 def baseline_clear(lg: Any, as_json: bool) -> None:
     """Forget the baseline: runs are then compared only with each other."""
-    result = lg.set_baseline_value(None)
+    result = lg.set_baseline(None)
     emit(result, as_json, lambda _: "baseline cleared")

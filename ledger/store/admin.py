@@ -43,8 +43,9 @@ def init(
     try:
         if existed is None:  # a server database: "created" means we just made the schema
             existed = not lg.created
-        inv = lg.set_baseline(baseline, unit or "tok/s") if baseline is not None else None
-        inv = inv or lg.investigation()
+        if baseline is not None:
+            lg.set_baseline(baseline, unit)
+        inv = lg.investigation()
     finally:
         lg.close()
     return InitResult(db=location.display(), created=not existed, investigation=inv)

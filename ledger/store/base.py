@@ -123,8 +123,8 @@ class LedgerBase:
         with self._write() as session:
             return records.from_row(records.Investigation, self._investigation(session))
 
-    def set_baseline(self, value: float | None, unit: str | None = None) -> records.Investigation:
-        """Set (or with None, clear) the throughput the investigation is trying to get back to."""
+    def _set_baseline(self, value: float | None, unit: str | None) -> records.Investigation:
+        """Store the baseline as given (None clears it); `set_baseline` is the public call."""
         with self._write() as session:
             row = self._investigation(session)
             row.baseline_value = value

@@ -170,13 +170,14 @@ class CompareMixin(LedgerBase):
                 return Baseline(None, None, None)
             return Baseline(inv.baseline_value, inv.baseline_unit, "investigation")
 
-    def set_baseline_value(self, value: float | None, unit: str | None = None) -> Baseline:
-        """Set (or with None, clear) the baseline; the unit stays unless given (tok/s if new)."""
+    def set_baseline(self, value: float | None, unit: str | None = None) -> Baseline:
+        """Set (or with None, clear) the throughput the investigation is trying to get back to;
+        the unit stays unless given (tok/s if there was none)."""
         from ledger.analyze import Baseline
 
         if value is not None and unit is None:
             unit = self.baseline().unit or "tok/s"
-        inv = self.set_baseline(value, unit)
+        inv = self._set_baseline(value, unit)
         if inv.baseline_value is None:
             return Baseline(None, None, None)
         return Baseline(inv.baseline_value, inv.baseline_unit, "investigation")
@@ -187,7 +188,7 @@ class CompareMixin(LedgerBase):
 
         analysis = self.analyze(run, threshold=threshold, baseline=None)
         unit = analysis.unit or self.baseline().unit or "tok/s"
-        inv = self.set_baseline(analysis.median, unit)
+        inv = self._set_baseline(analysis.median, unit)
         return Baseline(inv.baseline_value, inv.baseline_unit, f"run {run}")
 
     def _baseline_for(self, value: float | None, units: list[str | None]) -> Baseline:
