@@ -9,6 +9,7 @@ from __future__ import annotations
 from ledger.store.deploys import DeploysMixin, DriftCheck
 from ledger.store.fixes import FixesMixin
 from ledger.store.hypotheses import HypothesesMixin
+from ledger.store.meter import MeterMixin
 from ledger.store.runs import RunsMixin
 from ledger.store.steps import StepsMixin
 from ledger.store.timeline import TimelineMixin
@@ -23,6 +24,7 @@ class Ledger(
     RunsMixin,
     StepsMixin,
     TimelineMixin,
+    MeterMixin,
 ):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 

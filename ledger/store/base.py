@@ -51,8 +51,8 @@ class LedgerBase:
                     raise LedgerNotFoundError(
                         f"{where} holds no ledger yet; run `ledger init --db {where}`"
                     )
-                schema.upgrade(engine)
-                created = True
+                # False when another process (a rank racing this one) created it first.
+                created = schema.upgrade(engine)
             else:
                 schema.require_current(engine, where)
                 created = False
