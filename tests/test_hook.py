@@ -71,6 +71,7 @@ def test_records_every_step_of_a_training_loop(db_url: str) -> None:
 
 def test_steps_reach_the_ledger_within_the_flush_interval(db_url: str) -> None:
     meter = StepMeter("fresh", db=db_url, flush_interval=0.4)
+    assert meter.flush(30)  # the run exists from here on
     try:
         for i in range(20):
             with meter.step(loss=float(i)):
@@ -78,7 +79,7 @@ def test_steps_reach_the_ledger_within_the_flush_interval(db_url: str) -> None:
         deadline = time.monotonic() + 0.4 + 2.0  # the interval, plus slack for a busy box
         with ledger.open(db_url) as lg:
             while True:
-                if lg.ensure_run("fresh").steps == 20 or time.monotonic() > deadline:
+                if lg.run_summary("fresh").steps == 20 or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
             assert lg.run_summary("fresh").steps == 20

@@ -158,7 +158,7 @@ class Writer(threading.Thread):
     def _row(
         self, item: tuple[Any, ...], rank: int, wall: float, anchor: int, force: bool
     ) -> dict[str, Any]:
-        step, t0, t1, tokens, loss, scalars, start_event, end_event, memory, cost = item
+        step, t0, t1, tokens, loss, scalars, start_event, end_event, memory = item
         host_s = (t1 - t0) / 1e9
         gpu_s = None
         if end_event is not None:
@@ -187,9 +187,6 @@ class Writer(threading.Thread):
             for name, value in scalars.items():
                 if name not in row:
                     row[name] = number(value, end_event)
-        if cost:
-            self._costs[cost // 10] += 1
-            self._costs_seen += 1
         return row
 
     def _control(self, item: Control, rank: int) -> None:
@@ -252,6 +249,10 @@ class Writer(threading.Thread):
 
     def _cost_due(self, now: bool) -> float | None:
         """The median caller-side cost in µs, when it is time to store it again."""
+        samples = self.meter._costs
+        while samples:
+            self._costs[samples.popleft() // 10] += 1
+            self._costs_seen += 1
         seen, at = self._cost_stored
         if self._costs_seen == seen or (not now and time.monotonic() - at < COST_EVERY_S):
             return None

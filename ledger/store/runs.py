@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.orm import Session
 
 from ledger import records
@@ -133,7 +133,8 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
             select(m.Patch.hypothesis_id).where(m.Patch.id == row.patch_id)
         )
     deploy_count, drifted = session.execute(
-        select(func.count(m.DeployStep.id), func.max(m.DeployStep.drift)).where(
+        # PostgreSQL has no max(boolean): compare as integers on both backends.
+        select(func.count(m.DeployStep.id), func.max(cast(m.DeployStep.drift, Integer))).where(
             m.DeployStep.run_id == row.id
         )
     ).one()
