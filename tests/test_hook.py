@@ -339,3 +339,82 @@ def test_importing_ledger_imports_neither_torch_nor_the_hook() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+class _FakeEvent:
+    """A CUDA event's interface on the host clock: what the meter's CUDA path calls."""
+
+    ready = True  # flipped by the test: False is a GPU still behind the host
+    created = 0
+
+    def __init__(self, enable_timing: bool) -> None:
+        assert enable_timing
+        type(self).created += 1
+        self.at: float | None = None
+        self.synchronized = False
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def query(self) -> bool:
+        return type(self).ready
+
+    def synchronize(self) -> None:
+        self.synchronized = True
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        assert self.at is not None and end.at is not None
+        return (end.at - self.at) * 1000 + 5.0  # ms; 5 ms more than the host saw
+
+
+def test_the_cuda_path_with_stand_in_events(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a GPU: event pairs per step, resolved only once the end event is done,
+    recycled, and memory counters every `memory_every` steps."""
+    import types
+
+    from ledger.hook import torch_side
+
+    stats = {
+        "allocated_bytes.all.current": 3 << 20,
+        "allocated_bytes.all.peak": 5 << 20,
+        "reserved_bytes.all.current": 8 << 20,
+    }
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(
+            Event=_FakeEvent, memory_stats=lambda: stats, is_available=lambda: True
+        )
+    )
+    monkeypatch.setattr(torch_side, "loaded_torch", lambda: fake)
+    monkeypatch.setattr(_FakeEvent, "ready", False)
+    monkeypatch.setattr(_FakeEvent, "created", 0)
+    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2)
+    for _ in range(10):
+        with meter.step(tokens=8):
+            pass
+    time.sleep(0.5)  # two writer cycles: nothing is written while the "GPU" is behind
+    with ledger.open(db_url) as lg:
+        assert lg.meter_summary("cuda_like").steps == 0
+    assert meter.flush(30)  # a flush does not wait for query(): it synchronizes
+    with ledger.open(db_url) as lg:
+        assert lg.meter_summary("cuda_like").steps == 10
+    _FakeEvent.ready = True
+    for _ in range(10):  # the pool hands the resolved events back to the training thread
+        with meter.step():
+            pass
+    meter.close()
+    assert _FakeEvent.created == 20  # ten pairs, then only reused ones
+
+    with ledger.open(db_url) as lg:
+        steps = lg.steps_frame("cuda_like")
+        metrics = lg.metrics_frame("cuda_like")
+    assert len(steps) == 20
+    gpu_minus_host = steps["gpu_time_s"] - steps["step_time_s"]
+    assert gpu_minus_host.tolist() == pytest.approx([0.005] * 20, abs=1e-3)
+    sampled = steps.dropna(subset=["memory_allocated_mib"])
+    assert sampled["step"].tolist() == [0, 4, 8, 12, 16]
+    assert (sampled["memory_allocated_mib"] == 3).all()
+    assert (sampled["memory_reserved_mib"] == 8).all()
+    peaks = metrics[metrics["name"] == "memory_max_allocated_mib"]
+    assert peaks["step"].tolist() == [0, 4, 8, 12, 16] and (peaks["value"] == 5).all()

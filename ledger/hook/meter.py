@@ -84,7 +84,9 @@ class StepMeter:
         self._costs: deque[int] = deque(maxlen=100_000)  # sampled caller-side ns per step
         self._failed = False  # an exception left the last step's `with` block
         self._closed = False
-        self._lock = threading.Lock()  # close() from atexit, a signal and the user at once
+        # close() may be re-entered on one thread: a SIGTERM handler interrupting atexit's.
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
         self._current = MeteredStep(self)
         self._writer = Writer(self)
         self._wake = self._writer.wake
@@ -137,21 +139,25 @@ class StepMeter:
 
         Idempotent; also called at interpreter exit and on SIGTERM.
         """
+        if os.getpid() != self._pid:
+            return  # a forked child (a DataLoader worker): the writer is the parent's
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-        self._cap = -1  # steps after close are dropped, not queued for a writer that is gone
-        if fate is None and not self._failed:
-            fate = "finished"
-        if fate is not None:
-            self._queue.append(Control("fate", fate=FateChange(fate, reason, ended=True)))
-        writer = self._writer
-        writer.deadline = time.monotonic() + self.close_timeout
-        writer.closing.set()
-        writer.wake.set()
-        writer.join(self.close_timeout + 1.0)
-        self._exits.uninstall()
+        if first:
+            self._cap = -1  # later steps are dropped, not queued for a writer that is gone
+            if fate is None and not self._failed:
+                fate = "finished"
+            if fate is not None:
+                self._queue.append(Control("fate", fate=FateChange(fate, reason, ended=True)))
+            writer = self._writer
+            writer.deadline = time.monotonic() + self.close_timeout
+            writer.closing.set()
+            writer.wake.set()
+        # A second close (SIGTERM arriving while atexit closes) waits for the first one's.
+        self._writer.join(self.close_timeout + 1.0)
+        if first:
+            self._exits.uninstall()
 
     @property
     def closed(self) -> bool:

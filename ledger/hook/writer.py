@@ -117,7 +117,8 @@ class Writer(threading.Thread):
             self._take()
             flushing = force or any(type(i) is Control and i.done for i in self._pending)
             self._resolve(force=flushing)
-            if not (self._rows or self._metrics or self._fates or self._dones):
+            dropped = self.meter._dropped + self.lost != self._dropped_stored
+            if not (self._rows or self._metrics or self._fates or self._dones or dropped):
                 return
             if not self._send(closing=force):
                 return
