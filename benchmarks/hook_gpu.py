@@ -93,7 +93,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ddp", action="store_true", help="under torchrun: DistributedDataParallel")
     p.add_argument("--out", type=Path, default=Path("hook_gpu_out"))
     p.add_argument("--db", default=None, help="the ledger (default: OUT/ledger.db)")
-    p.add_argument("--run", default=None, help="ledger run name (default: hook_gpu[_ddp])")
+    p.add_argument("--run", default=None, help="ledger run name (default: hook_gpu[_ddp]-TIME)")
     p.add_argument(
         "--no-sync",
         action="store_true",
@@ -151,7 +151,10 @@ def main() -> int:
     warmup = args.warmup if args.warmup is not None else (30 if cuda else 3)
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.db or str((args.out / "ledger.db").resolve())
-    run = args.run or ("hook_gpu_ddp" if args.ddp else "hook_gpu")
+    # A run per invocation: a second run into the same ledger under the same name would
+    # keep the first one's rows for every step number (the ledger's first write wins).
+    stamp = dist.gather(time.strftime("%Y%m%d-%H%M%S"))[0]
+    run = args.run or f"hook_gpu{'_ddp' if args.ddp else ''}-{stamp}"
 
     torch.manual_seed(1234 + dist.rank)
     dtype = torch.bfloat16 if cuda else torch.float32

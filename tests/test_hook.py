@@ -250,6 +250,24 @@ def test_a_ledger_that_cannot_be_used_never_stops_training(
     assert len(warnings) == 1 and "cannot record run 'nowhere'" in warnings[0].getMessage()
 
 
+def test_a_second_launch_under_an_ended_run_name_warns(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = StepMeter("again", db=db_url)
+    with first.step(loss=1.0):
+        pass
+    first.close()
+    with caplog.at_level(logging.WARNING, logger="ledger.hook"):
+        second = StepMeter("again", db=db_url)
+        with second.step(loss=2.0):  # step 0 again: the first launch's row stays
+            pass
+        second.close()
+    assert any("earlier launch" in r.getMessage() for r in caplog.records)
+    with ledger.open(db_url) as lg:
+        assert lg.steps_frame("again")["loss"].tolist() == [1.0]
+        assert lg.meter_summary("again").fate == "finished"
+
+
 def test_steps_after_close_are_dropped_not_queued(db_url: str) -> None:
     meter = StepMeter("late", db=db_url)
     meter.close()
@@ -367,9 +385,7 @@ class _FakeEvent:
         return (end.at - self.at) * 1000 + 5.0  # ms; 5 ms more than the host saw
 
 
-def test_the_cuda_path_with_stand_in_events(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a GPU: event pairs per step, resolved only once the end event is done,
     recycled, and memory counters every `memory_every` steps."""
     import types

@@ -32,7 +32,6 @@ log = logging.getLogger("ledger.hook")
 # Rows per transaction, and per slice of Python work between two yields of the GIL.
 BATCH_MAX = 10_000
 SLICE = 256
-COST_EVERY_S = 30.0
 MAX_BACKOFF_S = 5.0
 
 
@@ -69,7 +68,7 @@ class Writer(threading.Thread):
         self._dones: list[threading.Event] = []
         self._costs: Counter[int] = Counter()  # caller-side cost per step, 10 ns buckets
         self._costs_seen = 0
-        self._cost_stored = (0, -math.inf)  # (samples, monotonic time) at the last store
+        self._cost_stored = 0  # samples behind the cost last stored
         self._dropped_stored = 0
         self._dynamo_stored: dict[str, int] = {}
         self._backoff = 0.0
@@ -215,7 +214,7 @@ class Writer(threading.Thread):
         """Write what is resolved in one transaction; False when it must be retried later."""
         assert self._ledger is not None and self._run_id is not None
         dropped = self.meter._dropped + self.lost - self._dropped_stored
-        cost = self._cost_due(closing or bool(self._fates))
+        cost = self._cost_due(closing or any(f.ended for f in self._fates))
         metrics = self._metrics + self._dynamo_metrics()
         try:
             self._ledger.write_meter_batch(
@@ -239,7 +238,7 @@ class Writer(threading.Thread):
             self.rows_written += len(self._rows)
             self._dropped_stored += dropped
             if cost is not None:
-                self._cost_stored = (self._costs_seen, time.monotonic())
+                self._cost_stored = self._costs_seen
             self._note_dynamo(metrics)
         self._backoff = 0.0
         self._rows, self._metrics, self._fates = [], [], []
@@ -248,14 +247,17 @@ class Writer(threading.Thread):
         self._dones = []
         return True
 
-    def _cost_due(self, now: bool) -> float | None:
-        """The median caller-side cost in µs, when it is time to store it again."""
+    def _cost_due(self, ending: bool) -> float | None:
+        """The median caller-side cost in µs over the whole run, when this rank is ending.
+
+        Stored only then: the run keeps the largest value any rank stored, so an early
+        figure from a handful of cold first steps must not get there first.
+        """
         samples = self.meter._costs
         while samples:
             self._costs[samples.popleft() // 10] += 1
             self._costs_seen += 1
-        seen, at = self._cost_stored
-        if self._costs_seen == seen or (not now and time.monotonic() - at < COST_EVERY_S):
+        if not ending or self._costs_seen == self._cost_stored:
             return None
         half, total = self._costs_seen / 2, 0
         for bucket in sorted(self._costs):
@@ -293,9 +295,16 @@ class Writer(threading.Thread):
         while True:
             try:
                 self._ledger = Ledger.open(meter.db, create=True, investigation=meter.investigation)
-                self._run_id = self._ledger.start_metered_run(
+                started = self._ledger.start_metered_run(
                     meter.run, host=socket.gethostname(), command=" ".join(sys.argv) or None
                 )
+                self._run_id = started.id
+                if started.earlier_steps:
+                    log.warning(
+                        "ledger.hook: run %r already holds steps of an earlier launch; a step "
+                        "number recorded before keeps its first row (name each launch anew)",
+                        meter.run,
+                    )
                 return True
             except Exception as exc:
                 if self._ledger is not None:

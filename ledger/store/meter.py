@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ledger import records
@@ -64,9 +64,18 @@ class MeterSummary(records.Record):
     ended_at: datetime | None
 
 
+@dataclasses.dataclass(frozen=True)
+class MeteredRun(records.Record):
+    """The run a meter writes into, as it found it."""
+
+    id: int
+    run: str
+    earlier_steps: bool  # True when an ended launch under this name left steps behind
+
+
 class MeterMixin(LedgerBase):
-    def start_metered_run(self, run: str, *, host: str | None, command: str | None) -> int:
-        """Create the run if needed, mark it running, and return its id.
+    def start_metered_run(self, run: str, *, host: str | None, command: str | None) -> MeteredRun:
+        """Create the run if needed and mark it running.
 
         Ranks race to create the same run; on PostgreSQL the loser of that race sees a
         unique violation, and simply finds the winner's row on the next try.
@@ -75,6 +84,13 @@ class MeterMixin(LedgerBase):
             try:
                 with self._write() as session:
                     row = self._ensure_run(session, run)
+                    earlier = False
+                    if row.fate != "running":
+                        # A new launch under an old name (the first rank of it, when
+                        # several start): the hook's cost is this launch's.
+                        row.hook_cost_us = None
+                        any_step = select(m.Step.step).where(m.Step.run_id == row.id).limit(1)
+                        earlier = session.scalar(any_step) is not None
                     row.fate = "running"
                     row.fate_reason = None
                     row.ended_at = None
@@ -83,7 +99,7 @@ class MeterMixin(LedgerBase):
                     row.host = row.host or host
                     row.command = row.command or command
                     session.flush()
-                    return row.id
+                    return MeteredRun(row.id, row.name, earlier)
             except Exception as exc:
                 if not isinstance(exc.__cause__ or exc, IntegrityError) or attempt == 4:
                     raise
