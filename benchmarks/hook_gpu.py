@@ -12,7 +12,9 @@ the ledger agree with the script's own events.
     torchrun --nproc_per_node 2 benchmarks/hook_gpu.py --ddp --out OUT   # two ranks, NCCL
     python benchmarks/hook_gpu.py --device cpu --steps 20 --out OUT      # CPU smoke run
 
-Needs only torch and ledger (and what ledger installs). The table goes to stdout (rank 0),
+Needs only torch and ledger (and what ledger installs: the hook uses sqlalchemy and, to
+create a new ledger, alembic with Mako and MarkupSafe); it imports the ledger of the
+checkout it lives in, installed or not. The table goes to stdout (rank 0),
 the figures to OUT/hook_gpu.json (OUT/hook_gpu_ddp.json with --ddp), and the ledger to
 OUT/ledger.db unless --db names another.
 """
@@ -35,6 +37,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# The ledger of the checkout this script lives in, installed or not: the code measured is
+# the code next to the script.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "ledger" / "__init__.py").is_file():
+    sys.path.insert(0, str(_CHECKOUT))
 
 
 @dataclass(frozen=True)
@@ -94,11 +102,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("hook_gpu_out"))
     p.add_argument("--db", default=None, help="the ledger (default: OUT/ledger.db)")
     p.add_argument("--run", default=None, help="ledger run name (default: hook_gpu[_ddp]-TIME)")
-    p.add_argument(
-        "--no-sync",
-        action="store_true",
-        help="do not read the loss each step (the host runs ahead of the GPU)",
-    )
     return p.parse_args()
 
 
@@ -208,8 +211,7 @@ def main() -> int:
                     s.set(loss=loss)
             if cuda:
                 end_event.record()
-            if not args.no_sync:
-                loss.item()  # the loss on the host, as a loop that logs it every step
+            loss.item()  # the loss on the host, as a loop that logs it every step
             host[arm].append(time.perf_counter() - t0)
             if cuda:
                 pairs.append((start_event, end_event, arm, step))
@@ -239,7 +241,6 @@ def main() -> int:
             "warmup_steps": warmup,
             "steps_per_arm": len(host["with"]),
             "block": args.block,
-            "sync_each_step": not args.no_sync,
             "world_size": dist.world,
             "db": db,
             "run": run,
@@ -344,8 +345,8 @@ def print_table(r: dict[str, Any]) -> None:
     print(
         f"StepMeter on {r['device']} (torch {r['torch']}), {r['world_size']} rank(s); "
         f"{r['steps_per_arm']} steps per arm in blocks of {r['block']} (A/B interleaved) "
-        f"after {r['warmup_steps']} warm-up; {r['tokens_per_step']} tokens/step, {r['dtype']}, "
-        f"{'loss read every step' if r['sync_each_step'] else 'no per-step sync'}"
+        f"after {r['warmup_steps']} warm-up; {r['tokens_per_step']} tokens/step, {r['dtype']}; "
+        "each step timed until its loss is on the host"
     )
     print(
         f"{'rank':>4} {'without ms':>11} {'with ms':>9} {'overhead %':>11} {'(mean) %':>9} "

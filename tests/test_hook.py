@@ -163,6 +163,14 @@ def test_meter_as_context_manager_records_a_crash_between_steps(db_url: str) -> 
     assert summary.fate_reason == "ZeroDivisionError: division by zero"
 
 
+def test_meter_as_context_manager_left_by_sys_exit_zero_is_finished(db_url: str) -> None:
+    with pytest.raises(SystemExit), StepMeter("ctx_exit", db=db_url) as meter:
+        _train(meter, 2)
+        raise SystemExit(0)
+    with ledger.open(db_url) as lg:
+        assert lg.meter_summary("ctx_exit").fate == "finished"
+
+
 def test_explicit_steps_rank_and_odd_values(db_url: str) -> None:
     meter = StepMeter("odd", db=db_url, rank=3)
     with meter.step(step=100, loss=math.nan, tokens=torch.tensor(7)):

@@ -121,7 +121,8 @@ class StepMeter:
 
     def log(self, step: int, **scalars: Any) -> None:
         """Record named scalars for a step outside a `with meter.step()` (eval loss, lr…)."""
-        self._queue.append(Control("log", step=step, scalars=scalars))
+        if len(self._queue) < self._cap:  # bounded like steps; after close(), ignored
+            self._queue.append(Control("log", step=step, scalars=scalars))
 
     # -- flushing and ending ---------------------------------------------------------------
 
@@ -176,10 +177,11 @@ class StepMeter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None or self._failed:
+        fate = fate_of(exc_type, exc) if exc_type is not None and not self._failed else None
+        if fate is None:
             self.close()
         else:
-            self.close(*fate_of(exc_type, exc))
+            self.close(*fate)
 
     def __repr__(self) -> str:
         return f"<StepMeter run={self.run!r} closed={self._closed}>"

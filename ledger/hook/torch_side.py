@@ -141,11 +141,15 @@ class Resolver:
             return None
 
     def _cuda_item(self, tensor: Any, ready: Any) -> float | int:
+        if ready is None:
+            # No event to wait for (meter.log): read on the default stream, which is
+            # ordered after the work queued on it (where training runs unless it picked
+            # a stream of its own).
+            return tensor.item()
         torch = self._torch
         stream = self._streams.get(tensor.device)
         if stream is None:
             stream = self._streams[tensor.device] = torch.cuda.Stream(device=tensor.device)
         with torch.cuda.stream(stream):
-            if ready is not None:
-                stream.wait_event(ready)
+            stream.wait_event(ready)
             return tensor.item()

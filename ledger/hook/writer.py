@@ -138,7 +138,6 @@ class Writer(threading.Thread):
 
     def _resolve(self, *, force: bool) -> None:
         pending = self._pending
-        rank = self._rank_now()
         wall, anchor = time.time(), time.perf_counter_ns()
         done = 0
         while pending:
@@ -147,9 +146,9 @@ class Writer(threading.Thread):
                 end_event = item[7]
                 if end_event is not None and not force and not end_event.query():
                     return  # the GPU has not got there yet; later steps are behind it
-                self._rows.append(self._row(item, rank, wall, anchor, force))
+                self._rows.append(self._row(item, self._rank_now(), wall, anchor, force))
             else:
-                self._control(item, rank)
+                self._control(item)
             pending.popleft()
             done += 1
             if done % SLICE == 0:
@@ -189,20 +188,21 @@ class Writer(threading.Thread):
                     row[name] = number(value, end_event)
         return row
 
-    def _control(self, item: Control, rank: int) -> None:
+    def _control(self, item: Control) -> None:
         if item.kind == "fate" and item.fate is not None:
             self._fates.append(item.fate)
         elif item.kind == "log" and item.scalars:
+            rank = self._rank_now()
             for name, value in item.scalars.items():
-                self._metrics.append(
-                    (rank, int(item.step or 0), name, self._resolver.number(value))
-                )
+                number = self._resolver.number(value)
+                if number is not None:
+                    self._metrics.append((rank, int(item.step or 0), name, number))
         if item.done is not None:
             self._dones.append(item.done)
 
     def _rank_now(self) -> int:
-        # Decided at the first write, not at construction: a script may build its meter
-        # before torch.distributed.init_process_group.
+        # Decided at the first step or log written, not at construction: a script may
+        # build its meter before torch.distributed.init_process_group.
         if self._rank is None:
             explicit = self.meter._rank
             self._rank = explicit if explicit is not None else torch_side.detect_rank()
