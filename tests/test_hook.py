@@ -211,7 +211,7 @@ def test_back_pressure_drops_and_counts_but_never_blocks(db_url: str) -> None:
                 pass
             slowest = max(slowest, time.perf_counter() - t)
     assert meter.dropped >= 1000 - 100 - 1
-    assert slowest < 0.05  # never waited for the database
+    assert slowest < 0.25  # never waited for the database (which stays locked throughout)
     meter.close()
     with ledger.open(db_url) as lg:
         summary = lg.meter_summary("pressure")

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import deque
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class StepMeter:
     ) -> None:
         if flush_interval <= 0 or max_pending < 1 or memory_every < 1:
             raise ValueError("flush_interval, max_pending and memory_every must be positive")
+        self.created_at = datetime.now(UTC)
         self.run = run or os.environ.get("LEDGER_RUN") or _script_name()
         self.db = locate(db).url  # resolved now: the working directory may change later
         self.investigation = investigation or os.environ.get("LEDGER_INVESTIGATION") or None

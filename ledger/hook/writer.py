@@ -296,7 +296,10 @@ class Writer(threading.Thread):
             try:
                 self._ledger = Ledger.open(meter.db, create=True, investigation=meter.investigation)
                 started = self._ledger.start_metered_run(
-                    meter.run, host=socket.gethostname(), command=" ".join(sys.argv) or None
+                    meter.run,
+                    host=socket.gethostname(),
+                    command=" ".join(sys.argv) or None,
+                    launched_at=meter.created_at,
                 )
                 self._run_id = started.id
                 if started.earlier_steps:

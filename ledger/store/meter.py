@@ -70,36 +70,50 @@ class MeteredRun(records.Record):
 
     id: int
     run: str
-    earlier_steps: bool  # True when an ended launch under this name left steps behind
+    fate: str  # after the start: running, or the failure a peer rank already recorded
+    earlier_steps: bool  # True when an earlier launch under this name left steps behind
+
+
+_FAILURES = ("crashed", "oom", "nccl", "killed")
 
 
 class MeterMixin(LedgerBase):
-    def start_metered_run(self, run: str, *, host: str | None, command: str | None) -> MeteredRun:
+    def start_metered_run(
+        self,
+        run: str,
+        *,
+        host: str | None,
+        command: str | None,
+        launched_at: datetime,
+    ) -> MeteredRun:
         """Create the run if needed and mark it running.
 
-        Ranks race to create the same run; on PostgreSQL the loser of that race sees a
-        unique violation, and simply finds the winner's row on the next try.
+        `launched_at` is when this rank's process made its meter. A run that ended before
+        that was an earlier launch under the same name; one that ended since was ended by
+        a peer rank of this launch (which started or finished sooner): its failure stands,
+        and its cost figure is kept. Ranks race to create the same run; on PostgreSQL the
+        loser sees a unique violation and finds the winner's row on the next try.
         """
         for attempt in range(5):
             try:
                 with self._write() as session:
                     row = self._ensure_run(session, run)
-                    earlier = False
-                    if row.fate != "running":
-                        # A new launch under an old name (the first rank of it, when
-                        # several start): the hook's cost is this launch's.
-                        row.hook_cost_us = None
+                    earlier_launch = row.ended_at is not None and row.ended_at < launched_at
+                    earlier_steps = False
+                    if earlier_launch:
+                        row.hook_cost_us = None  # the figure is this launch's
                         any_step = select(m.Step.step).where(m.Step.run_id == row.id).limit(1)
-                        earlier = session.scalar(any_step) is not None
-                    row.fate = "running"
-                    row.fate_reason = None
-                    row.ended_at = None
-                    if row.started_at is None:
+                        earlier_steps = session.scalar(any_step) is not None
+                    if earlier_launch or row.fate not in _FAILURES:
+                        row.fate = "running"
+                        row.fate_reason = None
+                        row.ended_at = None
+                    if row.started_at is None or earlier_launch:
                         row.started_at = utcnow()
                     row.host = row.host or host
                     row.command = row.command or command
                     session.flush()
-                    return MeteredRun(row.id, row.name, earlier)
+                    return MeteredRun(row.id, row.name, row.fate, earlier_steps)
             except Exception as exc:
                 if not isinstance(exc.__cause__ or exc, IntegrityError) or attempt == 4:
                     raise
