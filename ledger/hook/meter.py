@@ -75,6 +75,10 @@ class StepMeter:
         self.close_timeout = float(close_timeout)
         self._rank = rank
         self._torch = torch_side.loaded_torch()
+        if cuda and self._torch is None:  # asked for CUDA timing before importing torch
+            import torch
+
+            self._torch = torch
         use_cuda = torch_side.cuda_in_use() if cuda is None else cuda
         self._events = torch_side.EventPool(self._torch) if use_cuda else None
         self._memory_every = memory_every
