@@ -149,6 +149,10 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Written by the torch-side hook (ledger.hook.StepMeter), revision 0004: steps it dropped
+    # under back-pressure, summed over ranks, and its own caller-side cost per step.
+    hook_dropped_steps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    hook_cost_us: Mapped[float | None] = mapped_column(Real)
 
 
 class DeployStep(Base):

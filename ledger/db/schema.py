@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Connection, Engine, inspect, text
 
+from ledger.db.engine import WRITE_OPTION
 from ledger.errors import SchemaOutdatedError, StorageError
 
-HEAD = "0003"
+HEAD = "0004"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
-REVISIONS = ("0001", "0002", "0003")
+REVISIONS = ("0001", "0002", "0003", "0004")
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,12 @@ def migrations_dir() -> Path:
     raise StorageError("ledger's migrations are missing from this installation; reinstall ledger")
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` (head by default), keeping every row."""
+def upgrade(engine: Engine, revision: str = "head") -> bool:
+    """Bring the schema to `revision` (head by default), keeping every row.
+
+    Returns False when there was nothing to do: the schema was already at head (or another
+    process brought it there while this one waited for the lock).
+    """
     from alembic import command
 
     with engine.connect() as conn:
@@ -86,6 +91,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             # transaction, so it goes straight to the driver before anything else runs.
             conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
         try:
+            _lock_schema(conn)
+            if revision == "head" and _revision(conn) == HEAD:
+                # Another process (a rank racing this one to create the ledger) got there first.
+                conn.commit()
+                return False
             command.upgrade(_alembic_config(conn), revision)
             conn.commit()
             if sqlite:
@@ -93,10 +103,37 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 conn.rollback()
                 if broken:
                     raise StorageError(f"the upgrade left dangling references: {broken[:5]}")
+            return True
         finally:
             if sqlite:
                 conn.rollback()
                 conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
+
+
+# Any fixed 64-bit number will do: it names ledger's lock among PostgreSQL advisory locks.
+_PG_SCHEMA_LOCK = 0x1ED6E2_0004
+
+
+def _lock_schema(conn: Connection) -> None:
+    """Open the upgrade's transaction holding a lock that every other upgrader waits for.
+
+    Eight ranks opening a new ledger at once all see it empty; without this they would all
+    create the tables and all but one fail. SQLite: BEGIN IMMEDIATE (the others wait on the
+    busy timeout); PostgreSQL: a transaction-scoped advisory lock. DDL is transactional on
+    both, so a waiter that gets the lock sees the finished schema and does nothing.
+    """
+    if conn.dialect.name == "sqlite":
+        conn.execution_options(**{WRITE_OPTION: True})
+        conn.exec_driver_sql("SELECT 1")  # begins the transaction: BEGIN IMMEDIATE
+    elif conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK})
+
+
+def _revision(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    return row[0] if row else None
 
 
 def _alembic_config(connection: object) -> object:

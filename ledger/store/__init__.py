@@ -11,6 +11,7 @@ from ledger.store.deploys import DeploysMixin, DriftCheck
 from ledger.store.fixes import FixesMixin
 from ledger.store.hypotheses import HypothesesMixin
 from ledger.store.ingest import IngestMixin
+from ledger.store.meter import MeterMixin
 from ledger.store.probes import ProbesMixin
 from ledger.store.report import ReportMixin
 from ledger.store.runs import RunsMixin
@@ -31,6 +32,7 @@ class Ledger(
     ProbesMixin,
     CompareMixin,
     ReportMixin,
+    MeterMixin,
 ):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 

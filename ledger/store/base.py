@@ -65,8 +65,8 @@ class LedgerBase:
             raise LedgerNotFoundError(
                 f"{where} holds no ledger yet; run `ledger init --db {where}`"
             )
-        schema.upgrade(engine)
-        return True
+        # False when another process (a rank racing this one) created it first.
+        return schema.upgrade(engine)
 
     def close(self) -> None:
         self.engine.dispose()

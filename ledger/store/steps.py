@@ -189,6 +189,7 @@ def _fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: in
 
 def _float_column(series: pd.Series) -> pd.Series:
     """SQLite hands NaN back as the text 'NaN' (see ledger.db.types.Real)."""
-    if series.dtype == object:
+    # pandas 3 reads a column of only 'NaN' and None as its str dtype, not object: kind "O".
+    if series.dtype.kind == "O":
         series = series.map(lambda v: math.nan if v == NAN_TEXT else v).astype("float64")
     return series

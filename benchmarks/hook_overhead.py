@@ -1,0 +1,279 @@
+"""What StepMeter costs the training thread per step, beside what the alternatives cost.
+
+In one run, per step, with the same six scalars (tokens, loss, lr, grad_norm, mfu,
+loss_scale) for everybody:
+
+- StepMeter: `with meter.step(**six): pass`, timed with its writer caught up (the steady
+  state of a real loop, whose steps are milliseconds) and while its writer drains a backlog
+  (the worst case: back-to-back empty steps competing with the writer for the GIL);
+- a bare `queue.SimpleQueue.put` of the tuple the meter enqueues (the floor);
+- `mlflow.log_metrics(six, step=i, synchronous=False)` into an MLflow SQLite store (async
+  logging, MLflow's fastest per-step path);
+- wandb's offline `run.log(six, step=i)`;
+
+each as the median over repetitions of the mean over a block of calls; then how long it
+takes, after the last of 20,000 steps, until all of them are durable (StepMeter.close(),
+mlflow's flush of its async queue, wandb's run.finish()).
+
+mlflow and wandb are not dependencies of ledger. To measure them, use a virtualenv of its
+own for the benchmark (any folder will do):
+
+    python -m venv ../bench-venv
+    ../bench-venv/bin/pip install -e . mlflow wandb
+    ../bench-venv/bin/python benchmarks/hook_overhead.py
+
+Without them installed their lines say "not installed". The figures are printed as a
+table; `--json FILE` also writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SIX = {
+    "tokens": 4096,
+    "loss": 2.5,
+    "lr": 3e-4,
+    "grad_norm": 1.25,
+    "mfu": 0.41,
+    "loss_scale": 65536.0,
+}
+DURABLE_STEPS = 20_000
+
+
+def per_call_us(block: Callable[[int], None], reps: int, n: int, between=None) -> list[float]:
+    """Microseconds per call for each repetition of `block(n)` (n calls)."""
+    results = []
+    for _ in range(reps):
+        if between is not None:
+            between()
+        start = time.perf_counter_ns()
+        block(n)
+        results.append((time.perf_counter_ns() - start) / n / 1000)
+    return results
+
+
+def bench_meter(folder: Path, reps: int, n: int) -> dict[str, Any]:
+    import ledger
+    from ledger.hook import StepMeter
+
+    db = f"sqlite:///{folder / 'ledger.db'}"
+    meter = StepMeter("bench", db=db, max_pending=1_000_000, handle_sigterm=False)
+    assert meter.flush(60)
+    counter = iter(range(10**9))
+
+    def steps(count: int) -> None:
+        # Keywords as a training loop writes them (the same six values as SIX).
+        step = meter.step
+        for _ in range(count):
+            with step(
+                next(counter), tokens=4096, loss=2.5, lr=3e-4, grad_norm=1.25, mfu=0.41,
+                loss_scale=65536.0,
+            ):  # fmt: skip
+                pass
+
+    def steps_two(count: int) -> None:
+        step = meter.step
+        for _ in range(count):
+            with step(next(counter), tokens=4096, loss=2.5):
+                pass
+
+    def caught_up_writer() -> None:
+        meter.flush(60)
+        time.sleep(0.01)  # let the writer finish its round and go back to sleep
+
+    steps(n)  # warm-up
+    caught_up = per_call_us(steps, reps, n, between=caught_up_writer)
+    two_scalars = per_call_us(steps_two, reps, n, between=caught_up_writer)
+    meter.flush(60)
+    draining = per_call_us(steps, reps, n)
+    meter.close()
+    with ledger.open(db) as lg:
+        self_cost = lg.meter_summary("bench").hook_cost_us
+
+    # Durability: a fresh meter, 20,000 steps as fast as they come, then close().
+    durable_db = f"sqlite:///{folder / 'durable.db'}"
+    meter = StepMeter("durable", db=durable_db, max_pending=1_000_000, handle_sigterm=False)
+    assert meter.flush(60)
+    start = time.perf_counter()
+    steps_counter = iter(range(DURABLE_STEPS))
+    for i in steps_counter:
+        with meter.step(i, **SIX):
+            pass
+    recorded = time.perf_counter()
+    meter.close()
+    closed = time.perf_counter()
+    with ledger.open(durable_db) as lg:
+        stored = lg.meter_summary("durable").steps
+    assert stored == DURABLE_STEPS, stored
+    return {
+        "caught_up_us": caught_up,
+        "two_scalars_us": two_scalars,
+        "draining_us": draining,
+        "self_recorded_us": self_cost,
+        "durable_after_close_s": closed - recorded,
+        "durable_total_s": closed - start,
+    }
+
+
+def bench_put(reps: int, n: int) -> dict[str, Any]:
+    q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def puts(count: int) -> None:
+        put = q.put
+        for i in range(count):
+            put((i, 1_000, 2_000, 4096, 2.5, SIX, None, None, None, 0))
+
+    def drain() -> None:
+        while not q.empty():
+            q.get_nowait()
+
+    return {"caught_up_us": per_call_us(puts, reps, n, between=drain)}
+
+
+def bench_mlflow(folder: Path, reps: int, n: int) -> dict[str, Any] | None:
+    try:
+        import mlflow
+    except ImportError:
+        return None
+    logging.getLogger("mlflow").setLevel(logging.ERROR)
+    mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+    mlflow.set_experiment("bench")
+    counter = iter(range(10**9))
+
+    def logs(count: int) -> None:
+        log = mlflow.log_metrics
+        for _ in range(count):
+            log(SIX, step=next(counter), synchronous=False)
+
+    with mlflow.start_run():
+        logs(min(n, 200))  # warm-up: the async queue's thread starts on first use
+        calls = per_call_us(logs, reps, n)
+        mlflow.flush_async_logging()
+    with mlflow.start_run():
+        for i in range(DURABLE_STEPS):
+            mlflow.log_metrics(SIX, step=i, synchronous=False)
+        recorded = time.perf_counter()
+        mlflow.flush_async_logging()
+        closed = time.perf_counter()
+    return {"calls_us": calls, "durable_after_close_s": closed - recorded}
+
+
+def bench_wandb(folder: Path, reps: int, n: int) -> dict[str, Any] | None:
+    try:
+        import wandb
+    except ImportError:
+        return None
+    os.environ.setdefault("WANDB_SILENT", "true")
+    settings = wandb.Settings(mode="offline", silent=True, console="off")
+    run = wandb.init(project="bench", dir=str(folder), settings=settings)
+    counter = iter(range(10**9))
+
+    def logs(count: int) -> None:
+        log = run.log
+        for _ in range(count):
+            log(SIX, step=next(counter))
+
+    logs(min(n, 200))
+    calls = per_call_us(logs, reps, n)
+    run.finish()
+    run = wandb.init(project="bench", dir=str(folder), settings=settings)
+    for i in range(DURABLE_STEPS):
+        run.log(SIX, step=i)
+    recorded = time.perf_counter()
+    run.finish()
+    closed = time.perf_counter()
+    return {"calls_us": calls, "durable_after_close_s": closed - recorded}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=31, help="repetitions (median taken)")
+    parser.add_argument("--calls", type=int, default=1000, help="calls per repetition")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+
+    with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
+        folder = Path(tmp)
+        results: dict[str, Any] = {
+            "python": sys.version.split()[0],
+            "reps": args.reps,
+            "calls_per_rep": args.calls,
+            "meter": bench_meter(folder, args.reps, args.calls),
+            "simplequeue_put": bench_put(args.reps, args.calls),
+            "mlflow": bench_mlflow(folder, args.reps, args.calls),
+            "wandb": bench_wandb(folder, args.reps, args.calls),
+        }
+    print_table(results)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def print_table(r: dict[str, Any]) -> None:
+    meter, put = r["meter"], r["simplequeue_put"]
+    base = statistics.median(meter["caught_up_us"])
+    rows: list[tuple[str, ...]] = []
+
+    def add(name: str, calls: list[float] | float | None, durable: float | None = None) -> None:
+        if calls is None:
+            rows.append((name, "not installed", "", "", ""))
+            return
+        values = calls if isinstance(calls, list) else [calls]
+        median = statistics.median(values)
+        best = f"{min(values):.2f}" if len(values) > 1 else ""
+        rows.append(
+            (
+                name,
+                f"{median:.2f}",
+                best,
+                f"{median / base:.1f}x",
+                f"{durable:.2f}" if durable is not None else "",
+            )
+        )
+
+    add("StepMeter, writer caught up", meter["caught_up_us"], meter["durable_after_close_s"])
+    add("StepMeter, two scalars", meter["two_scalars_us"])
+    add("StepMeter, writer draining", meter["draining_us"])
+    add("StepMeter, as it records itself", meter["self_recorded_us"])
+    add("SimpleQueue.put, same tuple", put["caught_up_us"])
+    for key, name in (("mlflow", "mlflow.log_metrics (async)"), ("wandb", "wandb run.log (off)")):
+        found = r[key]
+        add(
+            name,
+            None if found is None else found["calls_us"],
+            (found or {}).get("durable_after_close_s"),
+        )
+    print(
+        f"caller-side cost per step, six scalars: median (and best) of {r['reps']} repetitions "
+        f"x {r['calls_per_rep']} calls; Python {r['python']}"
+    )
+    print(f"{'':34} {'µs/step':>9} {'best':>7} {'vs meter':>9} {'s to durable':>13}")
+    for name, *cells in rows:
+        if cells[0] == "not installed":
+            print(f"{name:34} {'not installed':>9}")
+            continue
+        median, best, ratio, durable = cells
+        print(f"{name:34} {median:>9} {best:>7} {ratio:>9} {durable:>13}")
+    print(
+        f"'s to durable': seconds from the last of {DURABLE_STEPS} steps until all are on disk "
+        f"(StepMeter.close, mlflow.flush_async_logging, wandb run.finish); StepMeter recorded "
+        f"and stored them all in {meter['durable_total_s']:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""What the hook reads from torch: the rank, CUDA timing events, memory and dynamo counters,
+and plain numbers out of tensors.
+
+torch is never imported here: the hook uses the torch the training script has already
+imported (`sys.modules`), so a script without torch pays nothing and one with torch pays
+no second import. Everything that reads torch internals is guarded: a torch that moved a
+private counter costs a metric, never the training run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from typing import Any
+
+MIB = float(1 << 20)
+
+
+def loaded_torch() -> Any | None:
+    """The torch module if the program imported it, else None."""
+    return sys.modules.get("torch")
+
+
+def detect_rank() -> int:
+    """torch.distributed's rank when it is initialised, else $RANK, else $LOCAL_RANK, else 0."""
+    torch = loaded_torch()
+    if torch is not None:
+        try:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except Exception:
+            pass
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def cuda_in_use() -> bool:
+    """True when the program's torch can time steps with CUDA events."""
+    torch = loaded_torch()
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+class EventPool:
+    """Timing events for the training thread, recycled by the writer once resolved.
+
+    Creating a CUDA event per step would cost a driver call each time; a pool makes the
+    training thread's share one `record()` per boundary.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self._event = torch.cuda.Event
+        self._free: deque[Any] = deque()
+
+    def take(self) -> Any:
+        try:
+            return self._free.pop()
+        except IndexError:
+            return self._event(enable_timing=True)
+
+    def give(self, *events: Any) -> None:
+        self._free.extend(e for e in events if e is not None)
+
+
+def cuda_memory_mib(torch: Any) -> tuple[float, float, float] | None:
+    """(allocated, max allocated, reserved) in MiB on the current device: one stats read."""
+    try:
+        stats = torch.cuda.memory_stats()
+    except Exception:
+        return None
+    return (
+        stats.get("allocated_bytes.all.current", 0) / MIB,
+        stats.get("allocated_bytes.all.peak", 0) / MIB,
+        stats.get("reserved_bytes.all.current", 0) / MIB,
+    )
+
+
+def dynamo_counters() -> dict[str, int] | None:
+    """Frames compiled, recompilations and graph breaks so far, if dynamo is in use.
+
+    Read from the writer thread while the training thread may be compiling: a dict that
+    changes size under us raises RuntimeError, and the reading is simply skipped.
+    """
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    try:
+        counters = utils.counters
+        frames = counters.get("frames", {})
+        graph_breaks = sum(list(counters.get("graph_break", {}).values()))
+        result = {
+            "dynamo_frames_compiled": int(frames.get("ok", 0)),
+            "dynamo_graph_breaks": int(graph_breaks),
+        }
+        convert = sys.modules.get("torch._dynamo.convert_frame")
+        per_frame = getattr(convert, "FRAME_COMPILE_COUNTER", None)
+        if per_frame is not None:
+            # Compilations of a frame after its first: what a changed guard cost.
+            result["dynamo_recompiles"] = sum(max(0, int(n) - 1) for n in list(per_frame.values()))
+        return result
+    except (RuntimeError, TypeError, ValueError, AttributeError):
+        return None
+
+
+class Resolver:
+    """Turns what the training thread handed over (tensors, numpy scalars) into floats.
+
+    Runs on the writer thread. A CUDA tensor is copied on a side stream of its own, after
+    waiting for the step's end event, so the copy neither waits for nor delays kernels the
+    training thread queued since.
+    """
+
+    def __init__(self, torch: Any | None) -> None:
+        self._torch = torch
+        self._streams: dict[Any, Any] = {}
+        self.failures = 0
+
+    def number(self, value: Any, ready: Any = None) -> float | int | None:
+        if value is None or type(value) is int or type(value) is float:
+            return value
+        try:
+            if isinstance(value, bool):
+                return int(value)
+            if getattr(value, "is_cuda", False):
+                return self._cuda_item(value, ready)
+            item = getattr(value, "item", None)
+            number = item() if callable(item) else float(value)
+            return number if isinstance(number, int) else float(number)
+        except Exception:
+            # A tensor of several elements, a string…: the value is lost, the step is not.
+            self.failures += 1
+            return None
+
+    def _cuda_item(self, tensor: Any, ready: Any) -> float | int:
+        if ready is None:
+            # No event to wait for (meter.log): read on the default stream, which is
+            # ordered after the work queued on it (where training runs unless it picked
+            # a stream of its own).
+            return tensor.item()
+        torch = self._torch
+        stream = self._streams.get(tensor.device)
+        if stream is None:
+            stream = self._streams[tensor.device] = torch.cuda.Stream(device=tensor.device)
+        with torch.cuda.stream(stream):
+            stream.wait_event(ready)
+            return tensor.item()
