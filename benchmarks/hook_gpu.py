@@ -227,6 +227,9 @@ def main() -> int:
     closed_after = time.perf_counter() - wall_done
 
     mine = summarize(host, events, event_of_step, meter, db, run, dist.rank, closed_after)
+    micro = StepMeter(f"{run}-caller", db=db, handle_sigterm=False, max_pending=1 << 20)
+    mine["caller_cost"] = caller_costs(micro, cuda)
+    micro.close()
     everyone = dist.gather(mine)
     dist.barrier()
     if dist.rank == 0:
@@ -286,6 +289,8 @@ def summarize(
         "host_mean_ms": {"without": statistics.fmean(a) * 1e3, "with": statistics.fmean(b) * 1e3},
         "overhead_pct_median": (med(b) / med(a) - 1) * 100,
         "overhead_pct_mean": (statistics.fmean(b) / statistics.fmean(a) - 1) * 100,
+        # The tail: a few slow steps move the mean but not the median; say where they are.
+        "host_tail_ms": {arm: _tail(times) for arm, times in host.items()},
         "meter_dropped": meter.dropped,
         "meter_close_s": closed_after,
     }
@@ -295,6 +300,53 @@ def summarize(
             "with": med(events["with"]) * 1e3,
         }
         result["agreement"] = agreement(event_of_step, db, run, rank)
+    return result
+
+
+def _tail(times: list[float]) -> dict[str, Any]:
+    ordered = sorted(times)
+    median = statistics.median(ordered)
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+    slow = [i for i, t in enumerate(times) if t > 1.5 * median]
+    return {"p90": pct(0.90), "p99": pct(0.99), "max": max(ordered) * 1e3,
+            "slow_steps": len(slow), "first_slow": slow[:5]}  # fmt: skip
+
+
+def caller_costs(
+    meter: Any, cuda: bool, calls: int = 20_000, batch: int = 1_000
+) -> dict[str, float]:
+    """What the training thread pays per step, with nothing else running: the median over
+    batches of `batch` calls, in µs, beside what its parts cost alone."""
+    ns = time.perf_counter_ns
+
+    def per_call(body: Any) -> float:
+        batches = []
+        for _ in range(calls // batch):
+            t = ns()
+            for _ in range(batch):
+                body()
+            batches.append((ns() - t) / batch / 1e3)
+        return statistics.median(batches)
+
+    result = {"clock_read_us": per_call(ns)}
+    if cuda:
+        pool = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+
+        def two_records() -> None:
+            pool[0].record()
+            pool[1].record()
+
+        result["two_event_records_us"] = per_call(two_records)
+    step = iter(range(10**9, 2 * 10**9))
+
+    def metered() -> None:
+        with meter.step(next(step), tokens=8192):
+            pass
+
+    result["meter_step_us"] = per_call(metered)
     return result
 
 
@@ -365,6 +417,19 @@ def print_table(r: dict[str, Any]) -> None:
             f"{_fmt(agree.get('total_ratio'), 4):>10} "
             f"{('yes' if agree.get('within_2pct') else 'NO') if agree else 'n/a':>4}"
         )
+    for rank in r["ranks"]:
+        for arm, tail in rank["host_tail_ms"].items():
+            print(
+                f"rank {rank['rank']} {arm:>7}: p90 {tail['p90']:.3f} ms, "
+                f"p99 {tail['p99']:.3f} ms, "
+                f"max {tail['max']:.3f} ms, {tail['slow_steps']} steps > 1.5x median "
+                f"(first at {tail['first_slow']})"
+            )
+        cost = rank["caller_cost"]
+        parts = ", ".join(
+            f"{k.removesuffix('_us').replace('_', ' ')} {v:.2f}" for k, v in cost.items()
+        )
+        print(f"rank {rank['rank']} caller side, µs per call: {parts}")
     view = r["ledger"]
     print(
         f"ledger: fate {view['fate']}, rows per rank {view['rows_per_rank']}, "

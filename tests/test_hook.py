@@ -69,6 +69,18 @@ def test_records_every_step_of_a_training_loop(db_url: str) -> None:
     assert summary.hook_cost_us is not None and 0 < summary.hook_cost_us < 1000
 
 
+def test_the_constructor_opens_the_ledger_before_training_starts(db_url: str) -> None:
+    # Opening (imports, maybe creating the schema) is Python that holds the GIL: it happens
+    # on the caller's thread, before the loop, not on the writer during the first steps.
+    meter = StepMeter("opened_early", db=db_url)
+    try:
+        assert meter._writer._opened is True
+        with ledger.open(db_url) as lg:
+            assert lg.meter_summary("opened_early").fate == "running"
+    finally:
+        meter.close()
+
+
 def test_steps_reach_the_ledger_within_the_flush_interval(db_url: str) -> None:
     meter = StepMeter("fresh", db=db_url, flush_interval=0.4)
     assert meter.flush(30)  # the run exists from here on

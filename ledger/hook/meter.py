@@ -97,6 +97,7 @@ class StepMeter:
         self._writer = Writer(self)
         self._wake = self._writer.wake
         self._wake_at = max(1, min(max_pending // 2, 4096))
+        self._writer.open_first()
         self._writer.start()
         self._exits = exits.install(self, sigterm=handle_sigterm)
 

@@ -58,6 +58,7 @@ class Writer(threading.Thread):
         self.rows_written = 0
         self.lost = 0  # steps this thread could not store (a batch the database refused)
         self._ledger: Ledger | None = None
+        self._opened: bool | None = None  # None: not tried yet, or worth trying again
         self._run_id: int | None = None
         self._rank: int | None = None
         self._resolver = torch_side.Resolver(meter._torch)
@@ -76,9 +77,20 @@ class Writer(threading.Thread):
 
     # -- the loop ------------------------------------------------------------------------
 
+    def open_first(self) -> None:
+        """One attempt to open the ledger, on the thread that makes the meter.
+
+        Opening imports SQLAlchemy and may create the schema with Alembic: pure Python that
+        holds the GIL for a second or so. Done here, before the training loop starts, it
+        costs the script's start-up once; done on this thread later, it would compete with
+        the first training steps for the GIL. When it fails, `run` keeps retrying.
+        """
+        self._opened = self._try_open()
+
     def run(self) -> None:
         try:
-            if self._open_with_retry():
+            opened = self._opened if self._opened is not None else self._open_with_retry()
+            if opened:
                 self._write_until_closed()
             else:
                 self._discard_until_closed()
@@ -288,44 +300,51 @@ class Writer(threading.Thread):
     # -- opening, and what to do when it cannot ------------------------------------------
 
     def _open_with_retry(self) -> bool:
-        from ledger.store import Ledger
-
-        meter = self.meter
         backoff = 0.05
         while True:
-            try:
-                self._ledger = Ledger.open(meter.db, create=True, investigation=meter.investigation)
-                started = self._ledger.start_metered_run(
-                    meter.run,
-                    host=socket.gethostname(),
-                    command=" ".join(sys.argv) or None,
-                    launched_at=meter.created_at,
-                )
-                self._run_id = started.id
-                if started.earlier_steps:
-                    log.warning(
-                        "ledger.hook: run %r already holds steps of an earlier launch; a step "
-                        "number recorded before keeps its first row (name each launch anew)",
-                        meter.run,
-                    )
-                return True
-            except Exception as exc:
-                if self._ledger is not None:
-                    self._ledger.close()
-                    self._ledger = None
-                if not _transient(exc) and not isinstance(exc, StorageError):
-                    log.warning(
-                        "ledger.hook: cannot record run %r (%s); training goes on unrecorded",
-                        meter.run,
-                        exc,
-                    )
-                    return False
-                self._warn_once("open", "ledger.hook: cannot open the ledger (%s); retrying", exc)
+            opened = self._try_open()
+            if opened is not None:
+                return opened
             if self.closing.is_set() and time.monotonic() > self.deadline:
                 return False
             self.wake.wait(backoff)
             self.wake.clear()
             backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _try_open(self) -> bool | None:
+        """Open the ledger and start the run: True done, False hopeless, None try again."""
+        from ledger.store import Ledger
+
+        meter = self.meter
+        try:
+            self._ledger = Ledger.open(meter.db, create=True, investigation=meter.investigation)
+            started = self._ledger.start_metered_run(
+                meter.run,
+                host=socket.gethostname(),
+                command=" ".join(sys.argv) or None,
+                launched_at=meter.created_at,
+            )
+            self._run_id = started.id
+            if started.earlier_steps:
+                log.warning(
+                    "ledger.hook: run %r already holds steps of an earlier launch; a step "
+                    "number recorded before keeps its first row (name each launch anew)",
+                    meter.run,
+                )
+            return True
+        except Exception as exc:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+            if not _transient(exc) and not isinstance(exc, StorageError):
+                log.warning(
+                    "ledger.hook: cannot record run %r (%s); training goes on unrecorded",
+                    meter.run,
+                    exc,
+                )
+                return False
+            self._warn_once("open", "ledger.hook: cannot open the ledger (%s); retrying", exc)
+            return None
 
     def _discard_until_closed(self) -> None:
         """The ledger cannot be used at all: keep the queue empty and the waiters answered."""
