@@ -454,3 +454,46 @@ def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.Mon
     assert (sampled["memory_reserved_mib"] == 8).all()
     peaks = metrics[metrics["name"] == "memory_max_allocated_mib"]
     assert peaks["step"].tolist() == [0, 4, 8, 12, 16] and (peaks["value"] == 5).all()
+
+
+def test_events_record_on_the_current_stream_built_once_per_stream() -> None:
+    """The pool asks torch's C side which stream is current and builds a Stream object only
+    when that changes; a torch without those calls records with no stream argument."""
+    import types
+
+    from ledger.hook.torch_side import EventPool
+
+    current = {"key": (7, 0, 1)}
+    built: list[tuple[int, int, int]] = []
+    recorded_on: list[object] = []
+
+    class Stream:
+        def __init__(self, stream_id: int, device_index: int, device_type: int) -> None:
+            built.append((stream_id, device_index, device_type))
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+
+        def record(self, stream: object = None) -> None:
+            recorded_on.append(stream)
+
+    fake = types.SimpleNamespace(
+        _C=types.SimpleNamespace(
+            _cuda_getDevice=lambda: 0, _cuda_getCurrentStream=lambda device: current["key"]
+        ),
+        cuda=types.SimpleNamespace(Event=Event, Stream=Stream),
+    )
+    pool = EventPool(fake)
+    for _ in range(3):
+        pool.give(pool.recorded(), pool.recorded())
+    assert built == [(7, 0, 1)]  # six records, one Stream object
+    current["key"] = (9, 0, 1)  # the script entered `with torch.cuda.stream(other):`
+    pool.recorded()
+    assert built == [(7, 0, 1), (9, 0, 1)]
+    assert all(isinstance(s, Stream) for s in recorded_on) and recorded_on[-1] is not recorded_on[0]
+
+    plain = EventPool(types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event)))
+    recorded_on.clear()
+    plain.recorded()
+    assert recorded_on == [None]

@@ -247,8 +247,7 @@ class MeteredStep:
     def __enter__(self) -> MeteredStep:
         events = self._meter._events
         if events is not None:
-            self._ev0 = events.take()
-            self._ev0.record()
+            self._ev0 = events.recorded()
         self._t0 = _now()
         return self
 
@@ -258,8 +257,7 @@ class MeteredStep:
         events = meter._events
         end_event = memory = None
         if events is not None:
-            end_event = events.take()
-            end_event.record()
+            end_event = events.recorded()
             if self.step % meter._memory_every == 0:
                 memory = meter._memory()
         queue = meter._queue

@@ -54,21 +54,63 @@ class EventPool:
     """Timing events for the training thread, recycled by the writer once resolved.
 
     Creating a CUDA event per step would cost a driver call each time; a pool makes the
-    training thread's share one `record()` per boundary.
+    training thread's share one `record()` per boundary, on the current stream.
     """
 
     def __init__(self, torch: Any) -> None:
         self._event = torch.cuda.Event
         self._free: deque[Any] = deque()
+        self._stream = CurrentStream.of(torch)
 
-    def take(self) -> Any:
+    def recorded(self) -> Any:
+        """An event from the pool, recorded now on the current stream."""
         try:
-            return self._free.pop()
+            event = self._free.pop()
         except IndexError:
-            return self._event(enable_timing=True)
+            event = self._event(enable_timing=True)
+        if self._stream is None:
+            event.record()
+        else:
+            event.record(self._stream.current())
+        return event
 
     def give(self, *events: Any) -> None:
         self._free.extend(e for e in events if e is not None)
+
+
+class CurrentStream:
+    """The current CUDA stream as a torch Stream, rebuilt only when it changes.
+
+    `Event.record()` with no stream asks `torch.cuda.current_stream()`, which builds a new
+    Python Stream object each call: about 4 µs of a 6 µs record on an H200 host, twice a
+    step. Asking torch's C side which stream is current costs 0.1 µs; the Stream object is
+    rebuilt only when the answer changes (the script switched streams or devices).
+    """
+
+    def __init__(self, get_device: Any, get_stream: Any, make: Any) -> None:
+        self._get_device = get_device
+        self._get_stream = get_stream
+        self._make = make
+        self._key: Any = None
+        self._stream: Any = None
+
+    @classmethod
+    def of(cls, torch: Any) -> CurrentStream | None:
+        """None when this torch lacks the calls (then events record on their own)."""
+        c = getattr(torch, "_C", None)
+        get_device = getattr(c, "_cuda_getDevice", None)
+        get_stream = getattr(c, "_cuda_getCurrentStream", None)
+        make = getattr(torch.cuda, "Stream", None)
+        if get_device is None or get_stream is None or make is None:
+            return None
+        return cls(get_device, get_stream, make)
+
+    def current(self) -> Any:
+        key = self._get_stream(self._get_device())  # (stream id, device index, device type)
+        if key != self._key:
+            self._stream = self._make(stream_id=key[0], device_index=key[1], device_type=key[2])
+            self._key = key
+        return self._stream
 
 
 def cuda_memory_mib(torch: Any) -> tuple[float, float, float] | None:
