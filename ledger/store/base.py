@@ -15,6 +15,8 @@ from ledger.db import models as m
 from ledger.db import schema
 from ledger.db.engine import make_engine, session_scope, translate_errors
 from ledger.errors import LedgerNotFoundError, NotFoundError
+from ledger.proc import CommandResult
+from ledger.redact import redact
 
 
 class LedgerBase:
@@ -166,6 +168,15 @@ class LedgerBase:
             session.add(row)
             session.flush()
         return row
+
+    @staticmethod
+    def _store_command_result(row: m.DeployStep | m.Probe, result: CommandResult) -> None:
+        """What a deploy step or a probe keeps of the command it ran (output redacted)."""
+        row.started_at = result.started_at
+        row.ended_at = result.ended_at
+        row.exit_code = result.exit_code
+        row.timed_out = result.timed_out
+        row.output = redact(result.output)
 
     @staticmethod
     def _count(session: Session, column: object, *where: object) -> int:

@@ -265,22 +265,10 @@ def _stored(row: m.Comparison, names: dict[int, str]) -> StoredComparison:
     ci = None
     if row.ci_low_pct is not None and row.ci_high_pct is not None:
         ci = (row.ci_low_pct, row.ci_high_pct)
-    return StoredComparison(
-        id=row.id,
+    return records.from_row(
+        StoredComparison,
+        row,
         a=names.get(row.run_a_id, "?"),
         b=names.get(row.run_b_id, "?"),
-        hypothesis_id=row.hypothesis_id,
-        created_at=row.created_at,
-        unit=row.unit,
-        steady_from_a=row.steady_from_a,
-        steady_from_b=row.steady_from_b,
-        median_a=row.median_a,
-        median_b=row.median_b,
-        delta_pct=row.delta_pct,
         ci95_pct=ci,
-        p_value=row.p_value,
-        threshold_pct=row.threshold_pct,
-        alpha=row.alpha,
-        verdict=row.verdict,
-        summary=row.summary,
     )

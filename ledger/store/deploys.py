@@ -59,11 +59,7 @@ class DeploysMixin(LedgerBase):
         result = run_command(argv, timeout=timeout, echo=echo)
         with self._write() as session:
             row = session.get_one(m.DeployStep, step_id)
-            row.started_at = result.started_at
-            row.ended_at = result.ended_at
-            row.exit_code = result.exit_code
-            row.timed_out = result.timed_out
-            row.output = redact(result.output)
+            self._store_command_result(row, result)
             row.output_bytes = result.output_bytes
             record = _record(row, run)
         if result.interrupted:

@@ -167,16 +167,13 @@ class MeterMixin(LedgerBase):
         with self._read() as session:
             row = self._run_row(session, run)
             steps, ranks, _ = _step_counts(session, row.id)
-            return MeterSummary(
+            return records.from_row(
+                MeterSummary,
+                row,
                 run=row.name,
-                fate=row.fate,
-                fate_reason=row.fate_reason,
                 steps=steps,
                 ranks=ranks,
                 dropped_steps=row.hook_dropped_steps,
-                hook_cost_us=row.hook_cost_us,
-                started_at=row.started_at,
-                ended_at=row.ended_at,
             )
 
     def run_id(self, run: str) -> int:

@@ -96,11 +96,7 @@ class ProbesMixin(LedgerBase):
         conclusion = _conclusion(run, fate, parser, summary.to_dict(), result)
         with self._write() as session:
             row = session.get_one(m.Probe, probe_id)
-            row.started_at = result.started_at
-            row.ended_at = result.ended_at
-            row.exit_code = result.exit_code
-            row.timed_out = result.timed_out
-            row.output = redact(result.output)
+            self._store_command_result(row, result)
             row.fate = fate
             row.conclusion = conclusion
             for gpu in summary.gpus:
