@@ -205,3 +205,28 @@ def test_investigations_are_separate(db_url: str) -> None:
         a.add_steps("shared_name", [{"step": 1}, {"step": 2}])
         assert [h.text for h in b.hypotheses()] == []
         assert b.run_summary("shared_name").steps == 1 and a.run_summary("shared_name").steps == 2
+
+
+def test_many_writers_creating_the_same_run_at_once(db_url: str) -> None:
+    """Eight ranks of one launch create their run at the same instant: all succeed, one row."""
+    import threading
+
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def rank() -> None:
+        try:
+            with ledger.open(db_url, investigation="race") as lg:
+                barrier.wait()
+                lg.ensure_run("same_run")
+        except BaseException as exc:  # collected, so the test reports every failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with ledger.open(db_url, investigation="race") as lg:
+        assert lg.run_names() == ["same_run"]

@@ -104,9 +104,10 @@ class LedgerBase:
                     self.investigation_name,
                     session.scalars(select(m.Investigation.name)).all(),
                 )
-            row = m.Investigation(name=self.investigation_name)
-            session.add(row)
-            session.flush()
+            _insert_if_missing(session, m.Investigation, name=self.investigation_name)
+            row = session.scalars(
+                select(m.Investigation).where(m.Investigation.name == self.investigation_name)
+            ).one()
         self._investigation_id = row.id
         return row
 
@@ -164,9 +165,10 @@ class LedgerBase:
         inv = self._investigation(session).id
         row = session.scalar(select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name))
         if row is None:
-            row = m.Run(investigation_id=inv, name=name)
-            session.add(row)
-            session.flush()
+            _insert_if_missing(session, m.Run, investigation_id=inv, name=name)
+            row = session.scalars(
+                select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name)
+            ).one()
         return row
 
     @staticmethod
@@ -181,3 +183,14 @@ class LedgerBase:
     @staticmethod
     def _count(session: Session, column: object, *where: object) -> int:
         return int(session.scalar(select(func.count()).select_from(column).where(*where)) or 0)  # type: ignore[arg-type]
+
+
+def _insert_if_missing(session: Session, model: type[m.Base], **values: object) -> None:
+    """INSERT … ON CONFLICT DO NOTHING: two processes creating the same run (eight ranks of
+    one launch) both succeed, where select-then-insert would fail one of them on PostgreSQL
+    (SQLite's BEGIN IMMEDIATE already serialises writers)."""
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    session.execute(insert(model).values(**values).on_conflict_do_nothing())
