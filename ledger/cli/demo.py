@@ -27,4 +27,16 @@ def demo(out: Path | None) -> None:
     click.echo(f"report:  {result.report}")
     click.echo(f"ledger:  {result.db}")
     click.echo(f"look around: cd {result.folder}")
-    click.echo("             ledger timeline; ledger compare baseline eager_dynamiccopy")
+    command = _ledger_command()
+    click.echo(f"             {command} timeline; {command} compare baseline eager_dynamiccopy")
+
+
+def _ledger_command() -> str:
+    """`ledger`, or its full path when it is not on PATH (a .venv that is not activated)."""
+    import shutil
+    import sys
+
+    if shutil.which("ledger"):
+        return "ledger"
+    beside = Path(sys.executable).with_name("ledger")
+    return str(beside) if beside.exists() else f"{sys.executable} -m ledger"
