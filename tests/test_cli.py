@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 from helpers import run_cli, run_json
 
 from ledger.cli import cli
@@ -100,34 +101,17 @@ def test_the_scenario(db_url: str, project: Path) -> None:
 def test_secret_never_reaches_the_file(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     secret = "hf_" + "NeverStoreMe" * 3
-    result = run_cli(
-        "--db",
-        str(db),
-        "deploy",
-        "--run",
-        "r",
-        "--step",
-        "relaunch",
-        "--",
-        "sh",
-        "-c",
-        f"echo token is {secret}; HF_TOKEN={secret} true",
-    )
+    leaky = f"echo token is {secret}; HF_TOKEN={secret} true"
+
+    def relaunch() -> Result:
+        return run_cli(
+            "--db", str(db), "deploy", "--run", "r", "--step", "relaunch", "--", "sh", "-c", leaky
+        )
+
+    result = relaunch()
     assert result.exit_code == 1 and "no run 'r'" in result.stderr  # unknown run: nothing ran
     run_cli("--db", str(db), "record-fix", "--hypothesis", "h", "--summary", "s", "--run", "r")
-    result = run_cli(
-        "--db",
-        str(db),
-        "deploy",
-        "--run",
-        "r",
-        "--step",
-        "relaunch",
-        "--",
-        "sh",
-        "-c",
-        f"echo token is {secret}; HF_TOKEN={secret} true",
-    )
+    result = relaunch()
     assert result.exit_code == 0 and secret in result.stdout  # the person still sees it live
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("l.db*"))
     assert secret.encode() not in stored
