@@ -79,17 +79,10 @@ class RunsMixin(LedgerBase):
             probes = session.scalars(
                 select(m.Probe).where(m.Probe.run_id == row.id).order_by(m.Probe.started_at)
             ).all()
-            return records.RunDetail(
-                id=row.id,
+            return records.from_row(
+                records.RunDetail,
+                row,
                 run=row.name,
-                fate=row.fate,
-                fate_reason=row.fate_reason,
-                command=row.command,
-                host=row.host,
-                throughput_unit=row.throughput_unit,
-                created_at=row.created_at,
-                started_at=row.started_at,
-                ended_at=row.ended_at,
                 steps=steps,
                 ranks=ranks,
                 last_step=last,
