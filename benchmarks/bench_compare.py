@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ledger
 from ledger.analyze import compare_runs
-from ledger.analyze import synthetic as syn
+from ledger.demo import traces as syn
 
 
 def build(path: Path, steps: int) -> None:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ledger.analyze import DEFAULT_ALPHA, StepColumns, analyze_run, compare_pair
-from ledger.analyze import synthetic as syn
+from ledger.demo import traces as syn
 
 
 def main() -> None:

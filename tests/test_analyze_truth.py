@@ -1,6 +1,6 @@
 """The analyzer against planted truth: warm-up, medians, change points, stalls, verdicts.
 
-Every trace is generated here with a known truth (ledger.analyze.synthetic: level ×
+Every trace is generated here with a known truth (ledger.demo.traces: level ×
 warm-up × regime × (1 + AR(1) noise), plus isolated stalls), over several noise levels
 and autocorrelations, and the analysis must find that truth. These are the correctness
 claims of docs/analysis.md; the false-alarm test is the slowest (a few seconds).
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ledger.analyze import StepColumns, analyze_run, compare_pair
-from ledger.analyze import synthetic as syn
+from ledger.demo import traces as syn
 
 NOISE_LEVELS = (0.01, 0.03, 0.05)  # marginal relative standard deviation of a step
 PHIS = (0.0, 0.5, 0.9)  # AR(1) coefficient: independent, short memory, long memory

@@ -112,7 +112,7 @@ def test_mad_sd_ignores_wild_values_and_nan() -> None:
 
 
 def test_integrated_time_of_ar1_noise() -> None:
-    from ledger.analyze.synthetic import ar1
+    from ledger.demo.traces import ar1
 
     rng = np.random.default_rng(3)
     assert integrated_time(rng.normal(size=20_000)) < 1.5
@@ -166,7 +166,7 @@ def test_verdict_needs_significance_and_size(delta: float, p: float | None, expe
 
 def test_resolution_follows_the_verdict_and_the_interval() -> None:
     def comparison(verdict: str, ci: tuple[float, float] | None):  # type: ignore[no-untyped-def]
-        from ledger.analyze.results import RunComparison
+        from ledger.model.analysis import RunComparison
 
         return RunComparison("a", "b", 1.0, 1.0, 0.0, ci, 0.5, verdict, 2.0, 0.01, "")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ledger
-from ledger.analyze import synthetic as syn
+from ledger.demo import traces as syn
 from tests.helpers import run_cli, run_json
 
 STEPS = 1500

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import ledger
-from ledger.store.meter import FateChange
+from ledger.model.records import FateChange
 
 
 def _start(lg: ledger.Ledger, launched_at: datetime):

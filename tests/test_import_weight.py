@@ -27,3 +27,13 @@ def test_help_does_not_load_the_database_stack() -> None:
     )
     loaded = _modules_after(code)
     assert not {m for m in loaded if m.split(".")[0] in (*HEAVY, "sqlalchemy")}
+
+
+def test_import_ledger_hook_is_light() -> None:
+    """A training script pays for `from ledger.hook import StepMeter` before its first step:
+    no database stack, no dataframes, no plotting, no CLI (the meter loads SQLAlchemy when
+    it is constructed, not when imported)."""
+    loaded = _modules_after("from ledger.hook import StepMeter")
+    heavy = {"sqlalchemy", "pandas", "matplotlib", "scipy", "alembic", "click", "torch"}
+    assert not {m for m in loaded if m.split(".")[0] in heavy}
+    assert not {m for m in loaded if m.startswith(("ledger.store", "ledger.cli", "ledger.db"))}

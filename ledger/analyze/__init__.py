@@ -8,14 +8,6 @@ docs/analysis.md describes the method for users.
 from __future__ import annotations
 
 from ledger.analyze.compare import compare_pair, compare_runs, resolution_status, verdict
-from ledger.analyze.results import (
-    Baseline,
-    ChangePoint,
-    CompareReport,
-    RankSpread,
-    RunAnalysis,
-    RunComparison,
-)
 from ledger.analyze.run import (
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,
@@ -23,6 +15,14 @@ from ledger.analyze.run import (
     analyze_run,
 )
 from ledger.analyze.series import StepColumns
+from ledger.model.analysis import (
+    Baseline,
+    ChangePoint,
+    CompareReport,
+    RankSpread,
+    RunAnalysis,
+    RunComparison,
+)
 
 __all__ = [
     "DEFAULT_ALPHA",

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ledger.analyze.results import Baseline, CompareReport, RunAnalysis, RunComparison
 from ledger.analyze.run import DEFAULT_ALPHA, DEFAULT_THRESHOLD, analyze_run
 from ledger.analyze.series import StepColumns
 from ledger.analyze.stats import MedianEstimate, difference
 from ledger.analyze.wording import comparison_sentence
 from ledger.errors import UsageError
+from ledger.model.analysis import Baseline, CompareReport, RunAnalysis, RunComparison
 
 
 def check_settings(threshold: float, alpha: float) -> None:

@@ -1,4 +1,4 @@
-"""One run from step rows to its steady-state analysis (ledger.analyze.results.RunAnalysis)."""
+"""One run from step rows to its steady-state analysis (ledger.model.analysis.RunAnalysis)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import math
 import numpy as np
 
 from ledger.analyze.changepoints import find_change_points
-from ledger.analyze.results import (
+from ledger.analyze.series import RankValues, StepColumns, build_trace
+from ledger.analyze.stats import estimate_median, percentiles, summarize
+from ledger.analyze.steady import find_outliers, find_steady_start
+from ledger.errors import LedgerError
+from ledger.model.analysis import (
     ChangePoint,
     RankMedian,
     RankSpread,
     RunAnalysis,
     StepTimes,
 )
-from ledger.analyze.series import RankValues, StepColumns, build_trace
-from ledger.analyze.stats import estimate_median, percentiles, summarize
-from ledger.analyze.steady import find_outliers, find_steady_start
-from ledger.errors import LedgerError
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.01

@@ -99,7 +99,7 @@ def compare(
         list(runs), baseline=baseline, threshold=threshold, alpha=alpha, resolve=hypothesis_id
     )
     if plot_file:
-        from ledger.analyze.plot import save_compare_figure
+        from ledger.report.plots import save_compare_figure
 
         save_compare_figure(report, plot_file)
     for run in report.runs:

@@ -154,7 +154,7 @@ def with_ledger(create: bool) -> Callable[[F], F]:
 def emit(value: Any, as_json: bool, text: Callable[[Any], str | None]) -> None:
     """Print `value` as JSON, or as the text `text(value)` renders for a person."""
     if as_json:
-        from ledger.records import jsonable
+        from ledger.model.records import jsonable
 
         click.echo(json.dumps(jsonable(value), indent=2, allow_nan=False))
         return

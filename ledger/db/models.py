@@ -23,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ledger.db.types import Real, UTCDateTime, utcnow
+from ledger.model.terms import EVENT_KINDS, FATES, HYPOTHESIS_STATUSES, VERDICTS
 
 # Named constraints make SQLite batch migrations possible and PostgreSQL errors readable.
 NAMING_CONVENTION = {
@@ -33,31 +34,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-HYPOTHESIS_STATUSES = ("open", "confirmed", "refuted", "inconclusive")
-FATES = (
-    "loading",
-    "running",
-    "finished",
-    "oom",
-    "crashed",
-    "nccl",
-    "killed",
-    "stalled",
-    "unknown",
-)
-EVENT_KINDS = (
-    "traceback",
-    "oom",
-    "nccl",
-    "recompile",
-    "signal",
-    "exit",
-    "warning",
-    "error",
-    "progress",
-    "loading",
-    "finished",
-)
+COMPARISON_KINDS = ("compare", "watch")
+CONFIG_SOURCES = ("hook", "log", "deploy", "import", "api")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -195,6 +173,10 @@ class LogFile(Base):
     ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The log reader's state at `offset` (JSON), so that a grown file is read on from there.
     state: Mapped[str | None] = mapped_column(Text)
+    # Revision 0005: lines the reader could not make sense of (counted, never silently
+    # dropped), and what the file is ("log", "trainer_state", "stream", "tensorboard"…).
+    unread_lines: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    format: Mapped[str | None] = mapped_column(String(30))
 
 
 class Step(Base):
@@ -213,6 +195,13 @@ class Step(Base):
     loss: Mapped[float | None] = mapped_column(Real)
     memory_allocated_mib: Mapped[float | None] = mapped_column(Real)
     memory_reserved_mib: Mapped[float | None] = mapped_column(Real)
+    # Revision 0005. wait_s: time from the end of the previous step to the start of this
+    # one (the data loader, host work between steps); throughput counts it.
+    wait_s: Mapped[float | None] = mapped_column(Real)
+    # The log file the row was read from; NULL for rows written by the hook or the API. A
+    # re-read of a rewritten log removes only its own rows. No foreign key: it would cost
+    # a lookup per row on the hot path, and a log_file row is never deleted on its own.
+    log_file_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class Metric(Base):
@@ -223,8 +212,10 @@ class Metric(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
     rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    # Text since 0005: FSDP parameter names (grad norms per parameter) pass 100 characters.
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[float | None] = mapped_column(Real)
+    log_file_id: Mapped[int | None] = mapped_column(Integer)  # as step.log_file_id
 
 
 class LogEvent(Base):
@@ -241,7 +232,15 @@ class LogEvent(Base):
     log_file_id: Mapped[int | None] = mapped_column(
         ForeignKey("log_file.id", ondelete="CASCADE"), index=True
     )
+    # Revision 0005: an event read from a probe's output belongs to the probe, and its
+    # `line` is a line of that output, not of the log file.
+    probe_id: Mapped[int | None] = mapped_column(
+        ForeignKey("probe.id", ondelete="CASCADE"), index=True
+    )
     line: Mapped[int | None] = mapped_column(Integer)
+    # The last training step seen before the event (0005): where a recompile or an OOM
+    # falls on the throughput curve.
+    step: Mapped[int | None] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(20))
     text: Mapped[str] = mapped_column(Text)
     rank: Mapped[int | None] = mapped_column(Integer)
@@ -267,18 +266,44 @@ class Probe(Base):
 
 
 class GpuSample(Base):
-    """One GPU's state as a probe saw it."""
+    """One GPU's state, as a probe saw it (probe_id) or as the hook sampled it through NVML
+    during a run (run_id, rank, sampled_at; revision 0005)."""
 
     __tablename__ = "gpu_sample"
     __table_args__ = (UniqueConstraint("probe_id", "gpu_index"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    probe_id: Mapped[int] = mapped_column(ForeignKey("probe.id", ondelete="CASCADE"))
+    probe_id: Mapped[int | None] = mapped_column(ForeignKey("probe.id", ondelete="CASCADE"))
     gpu_index: Mapped[int] = mapped_column(Integer)
     name: Mapped[str | None] = mapped_column(String(100))
     memory_used_mib: Mapped[float | None] = mapped_column(Real)
     memory_total_mib: Mapped[float | None] = mapped_column(Real)
     utilization_pct: Mapped[float | None] = mapped_column(Real)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(Integer)  # the rank's last step when sampled
+    sampled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    power_w: Mapped[float | None] = mapped_column(Real)
+    power_limit_w: Mapped[float | None] = mapped_column(Real)
+    sm_clock_mhz: Mapped[float | None] = mapped_column(Real)
+    max_sm_clock_mhz: Mapped[float | None] = mapped_column(Real)
+    temperature_c: Mapped[float | None] = mapped_column(Real)
+    # Active clock-throttle reasons by name, comma-separated ("sw_power_cap,hw_slowdown").
+    throttle: Mapped[str | None] = mapped_column(Text)
+
+
+class RunConfig(Base):
+    """What a run ran with, one value a row: versions, GPUs, world size, flags, environment,
+    git commit (revision 0005). `source` says who told: the hook, a log, the relaunch
+    command of a deploy step, an import, the API."""
+
+    __tablename__ = "run_config"
+    __table_args__ = (CheckConstraint(_one_of("source", CONFIG_SOURCES), name="source"),)
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    source: Mapped[str] = mapped_column(String(20), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str | None] = mapped_column(Text)
 
 
 class Setting(Base):
@@ -290,14 +315,16 @@ class Setting(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
-COMPARISON_VERDICTS = ("regression", "improvement", "no-change")
-
-
 class Comparison(Base):
-    """A recorded `ledger compare A B --resolve H`: run b against run a, with its verdict."""
+    """A recorded verdict: `ledger compare A B --resolve H` (run b against run a), or the
+    decision of `ledger watch` (kind 'watch'; run b against run a, or against the baseline
+    when run_a_id is NULL, revision 0005)."""
 
     __tablename__ = "comparison"
-    __table_args__ = (CheckConstraint(_one_of("verdict", COMPARISON_VERDICTS), name="verdict"),)
+    __table_args__ = (
+        CheckConstraint(_one_of("verdict", VERDICTS), name="verdict"),
+        CheckConstraint(_one_of("kind", COMPARISON_KINDS), name="kind"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     investigation_id: Mapped[int] = mapped_column(
@@ -306,7 +333,9 @@ class Comparison(Base):
     hypothesis_id: Mapped[int | None] = mapped_column(
         ForeignKey("hypothesis.id", ondelete="SET NULL"), index=True
     )
-    run_a_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    run_a_id: Mapped[int | None] = mapped_column(
+        ForeignKey("run.id", ondelete="CASCADE"), index=True
+    )
     run_b_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     unit: Mapped[str | None] = mapped_column(String(50))
@@ -322,3 +351,11 @@ class Comparison(Base):
     alpha: Mapped[float] = mapped_column(Real)
     verdict: Mapped[str] = mapped_column(String(20))
     summary: Mapped[str] = mapped_column(Text)
+    # Revision 0005: who decided, the reference when it is a number (the baseline), the
+    # effective throughputs (tokens over wall-clock time, stalls included), and for watch
+    # the step at which the decision came.
+    kind: Mapped[str] = mapped_column(String(10), default="compare", server_default="compare")
+    reference_value: Mapped[float | None] = mapped_column(Real)
+    effective_a: Mapped[float | None] = mapped_column(Real)
+    effective_b: Mapped[float | None] = mapped_column(Real)
+    decided_at_step: Mapped[int | None] = mapped_column(Integer)

@@ -16,9 +16,9 @@ from sqlalchemy import Connection, Engine, inspect, text
 from ledger.db.engine import WRITE_OPTION
 from ledger.errors import SchemaOutdatedError, StorageError
 
-HEAD = "0004"
+HEAD = "0005"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 from ledger.config import locate
 from ledger.hook import exits, torch_side
 from ledger.hook.writer import Control, Writer
-from ledger.store.meter import FateChange
+from ledger.model.records import FateChange
 
 _now = time.perf_counter_ns
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError, StorageError
 from ledger.hook import torch_side
-from ledger.store.meter import FateChange
+from ledger.model.records import FateChange
 
 if TYPE_CHECKING:
     from ledger.hook.meter import StepMeter

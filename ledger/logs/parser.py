@@ -93,7 +93,7 @@ class Summary:
     lines: int
 
     def to_dict(self) -> dict[str, Any]:
-        from ledger.records import jsonable
+        from ledger.model.records import jsonable
 
         return {
             "fate": self.fate,

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ledger.analyze.results import Baseline, RunAnalysis, RunComparison
-    from ledger.records import Hypothesis, RunDetail, TimelineEntry
+    from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
+    from ledger.model.records import Hypothesis, RunDetail, TimelineEntry
 
 FATE_COLORS = {
     "finished": "#2a9d8f",

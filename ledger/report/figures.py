@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ledger.analyze.plot import plot_baseline, plot_run, run_colors
 from ledger.analyze.wording import short_value
 from ledger.report.data import FAILED_FATES, FATE_COLORS, Attempt, ReportData
+from ledger.report.plots import plot_baseline, plot_run, run_colors
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,7 +1,7 @@
 """The Ledger: the only code that writes rows. Split by aggregate, one module each.
 
 Every public method opens its own short transaction and returns plain records
-(ledger.records), never ORM rows.
+(ledger.model.records), never ORM rows.
 """
 
 from __future__ import annotations

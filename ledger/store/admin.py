@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ledger import records
 from ledger.config import locate
 from ledger.db import schema
 from ledger.db.engine import make_engine, translate_errors
 from ledger.errors import LedgerNotFoundError
+from ledger.model import records
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.config import DEFAULT_INVESTIGATION, Location, locate
 from ledger.db import models as m
 from ledger.db import schema
 from ledger.db.engine import make_engine, session_scope, translate_errors
 from ledger.errors import LedgerNotFoundError, NotFoundError
+from ledger.model import records
 from ledger.proc import CommandResult
 from ledger.redact import redact
 

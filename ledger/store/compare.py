@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
+from ledger.model import records
 from ledger.store.base import LedgerBase
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class CompareMixin(LedgerBase):
 
     def _resolve(self, report: CompareReport, hypothesis_id: int) -> object:
         from ledger.analyze import resolution_status
-        from ledger.analyze.results import Resolution
+        from ledger.model.analysis import Resolution
 
         comparison = report.comparisons[0]
         first, second = report.runs

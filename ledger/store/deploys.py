@@ -16,11 +16,11 @@ from pathlib import PurePath
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.hashing import sha256_file
+from ledger.model import records
 from ledger.proc import run_command
 from ledger.redact import redact
 from ledger.store.base import LedgerBase

@@ -10,10 +10,10 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.db import models as m
 from ledger.errors import CommandError, ConflictError, InputFileError, NotFoundError, UsageError
 from ledger.hashing import sha256_file
+from ledger.model import records
 from ledger.redact import redact_code
 from ledger.store.base import LedgerBase
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
+from ledger.model import records
 from ledger.store.base import LedgerBase
 
 RESOLUTIONS = ("confirmed", "refuted", "inconclusive")

@@ -25,10 +25,10 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.types import NAN_TEXT, utcnow
 from ledger.errors import InputFileError, UsageError
+from ledger.model import records
 from ledger.store.base import LedgerBase
 from ledger.store.steps import STEP_COLUMNS, insert_statement
 

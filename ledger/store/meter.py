@@ -18,10 +18,11 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.engine import WRITE_OPTION, translate_errors
 from ledger.db.types import sqlite_float, utcnow
+from ledger.model import records
+from ledger.model.records import FateChange
 from ledger.store.base import LedgerBase
 from ledger.store.steps import insert_statement, write_steps
 
@@ -38,15 +39,6 @@ REPLACES: dict[str, tuple[str, ...]] = {
     # A rank that caught the exception that left its `with` block and trained on.
     "running": ("crashed", "oom", "killed"),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class FateChange:
-    """A rank's word on how the run stands: applied after the rows written with it."""
-
-    fate: str
-    reason: str | None
-    ended: bool  # True when this rank stopped (sets run.ended_at)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ledger import records
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
+from ledger.model import records
 from ledger.proc import run_command
 from ledger.redact import redact
 from ledger.store.base import LedgerBase

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.db import models as m
+from ledger.model import records
 from ledger.store.base import LedgerBase
 from ledger.store.fixes import _patch_record
 

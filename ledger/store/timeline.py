@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ledger import records
 from ledger.db import models as m
+from ledger.model import records
 from ledger.store.base import LedgerBase
 
 # When two rows share a timestamp, the causal order: an idea precedes its patch, etc.

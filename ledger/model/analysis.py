@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any
 
-from ledger.records import Record, jsonable
+from ledger.model.records import Record, jsonable
 
 VERDICTS = ("regression", "improvement", "no-change")
 

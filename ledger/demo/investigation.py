@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from ledger.demo_logs import RunStory, generate_log, loading_log, nvidia_smi_csv
+from ledger.demo.logs import RunStory, generate_log, loading_log, nvidia_smi_csv
 from ledger.store import Ledger
 
 BASELINE = 14200.0

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ledger.analyze.results import CompareReport, RunAnalysis
+    from ledger.model.analysis import CompareReport, RunAnalysis
 
 MAX_POINTS = 4000  # raw points drawn per run
 LINE_BINS = 200  # bins of the running-median line

@@ -198,3 +198,12 @@ class TimelineEntry(Record):
     id: int
     run: str | None
     summary: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FateChange(Record):
+    """A rank's word on how the run stands: applied after the rows written with it."""
+
+    fate: str
+    reason: str | None
+    ended: bool  # True when this rank stopped (sets run.ended_at)
