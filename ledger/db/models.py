@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ledger.db.types import Real, UTCDateTime, utcnow
+from ledger.db.types import BigInt, Real, UTCDateTime, utcnow
 from ledger.model.terms import EVENT_KINDS, FATES, HYPOTHESIS_STATUSES, VERDICTS
 
 # Named constraints make SQLite batch migrations possible and PostgreSQL errors readable.
@@ -149,7 +149,7 @@ class DeployStep(Base):
     timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
     recorded_only: Mapped[bool] = mapped_column(Boolean, default=False)
     output: Mapped[str | None] = mapped_column(Text)
-    output_bytes: Mapped[int | None] = mapped_column(Integer)
+    output_bytes: Mapped[int | None] = mapped_column(BigInt)
     artifact_path: Mapped[str | None] = mapped_column(Text)
     artifact_sha256: Mapped[str | None] = mapped_column(String(64))
     expected_sha256: Mapped[str | None] = mapped_column(String(64))
@@ -165,9 +165,9 @@ class LogFile(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     path: Mapped[str] = mapped_column(Text)
-    size: Mapped[int] = mapped_column(Integer, default=0)
-    offset: Mapped[int] = mapped_column(Integer, default=0)
-    lines: Mapped[int] = mapped_column(Integer, default=0)
+    size: Mapped[int] = mapped_column(BigInt, default=0)
+    offset: Mapped[int] = mapped_column(BigInt, default=0)
+    lines: Mapped[int] = mapped_column(BigInt, default=0)
     sha256: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -175,7 +175,7 @@ class LogFile(Base):
     state: Mapped[str | None] = mapped_column(Text)
     # Revision 0005: lines the reader could not make sense of (counted, never silently
     # dropped), and what the file is ("log", "trainer_state", "stream", "tensorboard"…).
-    unread_lines: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    unread_lines: Mapped[int] = mapped_column(BigInt, default=0, server_default="0")
     format: Mapped[str | None] = mapped_column(String(30))
 
 
@@ -185,12 +185,12 @@ class Step(Base):
     __tablename__ = "step"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
-    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    rank: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     wall_time: Mapped[float | None] = mapped_column(Real)
     step_time_s: Mapped[float | None] = mapped_column(Real)
     gpu_time_s: Mapped[float | None] = mapped_column(Real)
-    tokens: Mapped[int | None] = mapped_column(Integer)
+    tokens: Mapped[int | None] = mapped_column(BigInt)
     throughput: Mapped[float | None] = mapped_column(Real)
     loss: Mapped[float | None] = mapped_column(Real)
     memory_allocated_mib: Mapped[float | None] = mapped_column(Real)
@@ -210,8 +210,8 @@ class Metric(Base):
     __tablename__ = "metric"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
-    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    step: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    rank: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     # Text since 0005: FSDP parameter names (grad norms per parameter) pass 100 characters.
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[float | None] = mapped_column(Real)
@@ -237,10 +237,10 @@ class LogEvent(Base):
     probe_id: Mapped[int | None] = mapped_column(
         ForeignKey("probe.id", ondelete="CASCADE"), index=True
     )
-    line: Mapped[int | None] = mapped_column(Integer)
+    line: Mapped[int | None] = mapped_column(BigInt)
     # The last training step seen before the event (0005): where a recompile or an OOM
     # falls on the throughput curve.
-    step: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(BigInt)
     kind: Mapped[str] = mapped_column(String(20))
     text: Mapped[str] = mapped_column(Text)
     rank: Mapped[int | None] = mapped_column(Integer)
@@ -281,7 +281,7 @@ class GpuSample(Base):
     utilization_pct: Mapped[float | None] = mapped_column(Real)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
     rank: Mapped[int | None] = mapped_column(Integer)
-    step: Mapped[int | None] = mapped_column(Integer)  # the rank's last step when sampled
+    step: Mapped[int | None] = mapped_column(BigInt)  # the rank's last step when sampled
     sampled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     power_w: Mapped[float | None] = mapped_column(Real)
     power_limit_w: Mapped[float | None] = mapped_column(Real)
@@ -358,4 +358,4 @@ class Comparison(Base):
     reference_value: Mapped[float | None] = mapped_column(Real)
     effective_a: Mapped[float | None] = mapped_column(Real)
     effective_b: Mapped[float | None] = mapped_column(Real)
-    decided_at_step: Mapped[int | None] = mapped_column(Integer)
+    decided_at_step: Mapped[int | None] = mapped_column(BigInt)

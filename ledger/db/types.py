@@ -13,11 +13,15 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float
+from sqlalchemy import BigInteger, DateTime, Float, Integer
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 NAN_TEXT = "NaN"
+
+# 64-bit integers on both backends: SQLite's INTEGER already is; PostgreSQL's integer is
+# 32-bit, which a 2 GB log's byte offset or a step counter past 2^31 would overflow.
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class UTCDateTime(TypeDecorator[datetime]):

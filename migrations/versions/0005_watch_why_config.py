@@ -10,6 +10,9 @@ Create Date: 2026-12-01
   rewritten log removes its own rows and never the hook's. Existing rows: NULL, except that
   a run's rows are attributed to its log when the run has exactly one log file and the
   hook never wrote to it (no hook cost recorded) — the only case where the origin is sure.
+- Integer columns that can pass 2^31 become BIGINT on PostgreSQL (SQLite's INTEGER is
+  64-bit already): step/metric rank and step, step.tokens, log_file size/offset/lines,
+  log_event.line, deploy_step.output_bytes. PostgreSQL rewrites those tables.
 - metric.name: VARCHAR(100) → TEXT (FSDP parameter names are longer). The table is rebuilt
   on SQLite; its rows are copied.
 - log_file.unread_lines, log_file.format: what the reader could not read, and what the file is.
@@ -42,6 +45,17 @@ OLD_VERDICTS = ("regression", "improvement", "no-change")
 NEW_VERDICTS = (*OLD_VERDICTS, "same", "undecided")
 
 
+_WIDENED = {
+    "step": ("rank", "step", "tokens"),
+    "metric": ("rank", "step"),
+    "log_file": ("size", "offset", "lines"),
+    "log_event": ("line",),
+    "deploy_step": ("output_bytes",),
+}
+# Columns this revision adds, in the type the models give them on each backend.
+_BIG = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
 def _one_of(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
@@ -70,7 +84,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("reference_value", sa.Float(), nullable=True))
         batch_op.add_column(sa.Column("effective_a", sa.Float(), nullable=True))
         batch_op.add_column(sa.Column("effective_b", sa.Float(), nullable=True))
-        batch_op.add_column(sa.Column("decided_at_step", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("decided_at_step", _BIG, nullable=True))
         batch_op.alter_column("run_a_id", existing_type=sa.Integer(), nullable=True)
         batch_op.drop_constraint(batch_op.f("ck_comparison_verdict"), type_="check")
         batch_op.create_check_constraint(
@@ -83,7 +97,7 @@ def upgrade() -> None:
     with op.batch_alter_table("gpu_sample", schema=None) as batch_op:
         batch_op.add_column(sa.Column("run_id", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("rank", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("step", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("step", _BIG, nullable=True))
         batch_op.add_column(sa.Column("sampled_at", sa.DateTime(), nullable=True))
         batch_op.add_column(sa.Column("power_w", sa.Float(), nullable=True))
         batch_op.add_column(sa.Column("power_limit_w", sa.Float(), nullable=True))
@@ -99,7 +113,7 @@ def upgrade() -> None:
 
     with op.batch_alter_table("log_event", schema=None) as batch_op:
         batch_op.add_column(sa.Column("probe_id", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("step", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("step", _BIG, nullable=True))
         batch_op.create_index(batch_op.f("ix_log_event_probe_id"), ["probe_id"], unique=False)
         batch_op.create_foreign_key(
             batch_op.f("fk_log_event_probe_id_probe"),
@@ -114,9 +128,7 @@ def upgrade() -> None:
         )
 
     with op.batch_alter_table("log_file", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("unread_lines", sa.Integer(), server_default="0", nullable=False)
-        )
+        batch_op.add_column(sa.Column("unread_lines", _BIG, server_default="0", nullable=False))
         batch_op.add_column(sa.Column("format", sa.String(length=30), nullable=True))
 
     with op.batch_alter_table("metric", schema=None) as batch_op:
@@ -128,6 +140,13 @@ def upgrade() -> None:
     with op.batch_alter_table("step", schema=None) as batch_op:
         batch_op.add_column(sa.Column("wait_s", sa.Float(), nullable=True))
         batch_op.add_column(sa.Column("log_file_id", sa.Integer(), nullable=True))
+
+    if op.get_bind().dialect.name == "postgresql":
+        # bigint where a 2 GB log's offset or a step counter can pass 2^31 (see above);
+        # columns created by this revision are created bigint below the models' BigInt.
+        for table, columns in _WIDENED.items():
+            for column in columns:
+                op.alter_column(table, column, type_=sa.BigInteger(), existing_type=sa.Integer())
 
     # Data: attribute existing rows to their log where that is certain (see above).
     for table in ("step", "metric"):
@@ -146,6 +165,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for table, columns in _WIDENED.items():
+            for column in columns:
+                op.alter_column(table, column, type_=sa.Integer(), existing_type=sa.BigInteger())
     with op.batch_alter_table("step", schema=None) as batch_op:
         batch_op.drop_column("log_file_id")
         batch_op.drop_column("wait_s")
