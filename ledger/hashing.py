@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from ledger.errors import InputFileError
@@ -10,7 +11,7 @@ from ledger.errors import InputFileError
 CHUNK = 1 << 20
 
 
-def sha256_file(path: str | Path) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """The hex sha256 of a file; InputFileError when it cannot be read."""
     digest = hashlib.sha256()
     try:

@@ -5,6 +5,7 @@ process group, and a result even when the command cannot start or is interrupted
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -83,8 +84,9 @@ def run_command(
         return _not_started(argv, tail, started, EXIT_NOT_EXECUTABLE, exc.strerror or str(exc))
 
     def pump() -> None:
-        assert process.stdout is not None
-        while chunk := process.stdout.read1(65536):
+        stream = process.stdout
+        assert isinstance(stream, io.BufferedReader)  # stdout=PIPE in binary mode
+        while chunk := stream.read1(65536):
             tail.add(chunk)
             if echo is not None:
                 echo(chunk)

@@ -26,7 +26,8 @@ def project(tmp_path: Path) -> Path:
 def test_the_scenario(db_url: str, project: Path) -> None:
     init = run_json("init", "--baseline", "14200", "--unit", "tok/s")
     assert init["created"] and init["investigation"]["baseline_value"] == 14200
-    assert run_json("hypothesis", "add", "torch.compile recompiles") == {"id": 1}
+    added = run_json("hypothesis", "add", "torch.compile recompiles")
+    assert (added["id"], added["text"], added["status"]) == (1, "torch.compile recompiles", "open")
     fix = run_json(
         "record-fix",
         "--hypothesis",
@@ -38,7 +39,7 @@ def test_the_scenario(db_url: str, project: Path) -> None:
         "--run",
         "eager_dynamiccopy",
     )
-    assert set(fix) == {"hypothesis_id", "patch_id", "run", "files"}
+    assert set(fix) == {"hypothesis_id", "patch_id", "run", "files", "hypothesis_created"}
     assert fix["files"][0]["path"] == "train.py" and len(fix["files"][0]["sha256"]) == 64
 
     stale = run_cli(
@@ -140,7 +141,7 @@ def test_record_fix_from_a_diff_on_stdin(db_url: str) -> None:
 
 def test_hypothesis_commands(db_url: str) -> None:
     run_json("hypothesis", "add", "first")
-    assert run_json("hypothesis", "add", "refined", "--parent", "1") == {"id": 2}
+    assert run_json("hypothesis", "add", "refined", "--parent", "1")["parent_id"] == 1
     resolved = run_json("hypothesis", "resolve", "1", "--refuted", "--note", "no recompiles seen")
     assert resolved["status"] == "refuted" and resolved["note"] == "no recompiles seen"
     listed = run_json("hypothesis", "list", "--status", "open")

@@ -199,8 +199,8 @@ def test_upgrade_from_0001_keeps_rows(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_stores_nothing(lg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ledger.store.ingest as ingest_module
     from ledger.errors import LedgerError
+    from ledger.store.steps import StepWriter
 
     log = tmp_path / "train_fail.log"
     log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(1, 50)))
@@ -208,7 +208,7 @@ def test_a_failed_write_stores_nothing(lg, tmp_path: Path, monkeypatch: pytest.M
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(ingest_module, "_write_rows", broken)
+    monkeypatch.setattr(StepWriter, "write", broken)
     with pytest.raises((RuntimeError, LedgerError)):
         lg.ingest(log)
     monkeypatch.undo()

@@ -13,14 +13,20 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import click
 
 from ledger import __version__
 from ledger.errors import LedgerError
 
+if TYPE_CHECKING:
+    from ledger.store import Ledger
+
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _debug_requested(args: Sequence[str]) -> bool:
@@ -39,7 +45,7 @@ def _fail(message: str, code: int) -> NoReturn:
 class LedgerGroup(click.Group):
     """A click group whose every failure is one line on stderr and a meaningful exit status."""
 
-    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         if _debug_requested(argv):
             return super().main(argv, *a, **kw)
@@ -117,42 +123,54 @@ def cli(ctx: click.Context, db: str | None, investigation: str | None, debug: bo
 def json_option(f: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON value instead of text."
-    )(f)  # type: ignore[return-value]
+    )(f)
 
 
 def run_option(
     required: bool = True, help: str = "The run, e.g. eager_dynamiccopy."
 ) -> Callable[[F], F]:
-    return click.option("--run", "run", metavar="NAME", required=required, help=help)  # type: ignore[return-value]
+    return click.option("--run", "run", metavar="NAME", required=required, help=help)
 
 
-def open_ledger(ctx: click.Context, *, create: bool) -> Any:
-    """The ledger named by --db / discovery; read commands pass create=False."""
+def open_ledger(*, create: bool) -> Ledger:
+    """The ledger named by --db / discovery, for the command being run."""
     import ledger
 
-    return ledger.open(ctx.obj["db"], create=create, investigation=ctx.obj["investigation"])
+    options = click.get_current_context().find_root().obj or {}
+    return ledger.open(options.get("db"), create=create, investigation=options.get("investigation"))
 
 
-def with_ledger(create: bool) -> Callable[[F], F]:
-    """Open the ledger before the command and close it after; passes it as `lg`."""
+def root_option(name: str) -> Any:
+    """A value of the root command's options (--db, --investigation)."""
+    return (click.get_current_context().find_root().obj or {}).get(name)
 
-    def decorate(f: F) -> F:
+
+def with_ledger(create: bool) -> Callable[[Callable[Concatenate[Ledger, P], R]], Callable[P, R]]:
+    """Open the ledger before the command and close it after; passes it first, as `lg`.
+
+    Read commands pass create=False: they never make a ledger where there was none.
+    """
+
+    def decorate(f: Callable[Concatenate[Ledger, P], R]) -> Callable[P, R]:
         @functools.wraps(f)
-        @click.pass_context
-        def wrapper(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
-            lg = open_ledger(ctx, create=create)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            lg = open_ledger(create=create)
             try:
                 return f(lg, *args, **kwargs)
             finally:
                 lg.close()
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     return decorate
 
 
-def emit(value: Any, as_json: bool, text: Callable[[Any], str | None]) -> None:
-    """Print `value` as JSON, or as the text `text(value)` renders for a person."""
+T = TypeVar("T")
+
+
+def emit(value: T, as_json: bool, text: Callable[[T], str | None]) -> None:
+    """Print `value` (an API record, or a list of them) as JSON, or as the text that
+    `text(value)` renders for a person."""
     if as_json:
         from ledger.model.records import jsonable
 
@@ -173,7 +191,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def local_time(value: Any) -> str:
+def local_time(value: datetime | None) -> str:
     """A UTC datetime as local wall-clock time, to the second."""
     if value is None:
         return "-"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ledger.cli.app import cli, emit, json_option, live_output, run_option, with_ledger
+
+if TYPE_CHECKING:
+    from ledger.model import records
+    from ledger.store import Ledger
 
 
 def pattern_option(f: Any) -> Any:
@@ -121,7 +124,7 @@ def parse(
 @json_option
 @with_ledger(create=True)
 def ingest(
-    lg: Any,
+    lg: Ledger,
     logs: tuple[str, ...],
     run: str | None,
     follow: bool,
@@ -139,37 +142,31 @@ def ingest(
     """
     if follow and len(logs) != 1:
         raise click.UsageError("--follow follows one log")
-    results = []
-    for log in logs:
-        results.append(
-            _ingest_one(lg, log, run, patterns, tokens_per_step, stall_after, quiet=as_json)
-        )
     if follow:
         results = [
             _follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)
         ]
-    out = [r.to_dict() for r in results]
+    else:
+        results = []
+        for log in logs:
+            bar = _progress_bar(log) if not as_json else None
+            try:
+                result = lg.ingest(
+                    log, run, patterns=patterns, tokens_per_step=tokens_per_step,
+                    progress=bar, stall_after=stall_after,
+                )  # fmt: skip
+                results.append(result)
+            finally:
+                if bar is not None:
+                    bar.close()
     emit(
-        out if len(out) > 1 else out[0],
+        results if len(results) > 1 else results[0],
         as_json,
         lambda _: "\n".join(_ingest_line(r) for r in results),
     )
 
 
-def _ingest_one(
-    lg: Any, log: str, run: str | None, patterns: Any, tpp: Any, stall_after: float, *, quiet: bool
-) -> Any:
-    bar = _progress_bar(log) if not quiet else None
-    try:
-        return lg.ingest(
-            log, run, patterns=patterns, tokens_per_step=tpp, progress=bar, stall_after=stall_after
-        )
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _ingest_line(r: Any) -> str:
+def _ingest_line(r: records.IngestResult) -> str:
     what = f"{r.steps:,} step rows, {r.metrics:,} metrics, {r.events:,} events"
     if not (r.steps or r.metrics or r.events):
         what = "nothing new"
@@ -179,26 +176,30 @@ def _ingest_line(r: Any) -> str:
 
 
 def _follow(
-    lg: Any, log: str, run: Any, patterns: Any, tpp: Any, interval: float, stall: float, quiet: bool
-) -> Any:
-    from ledger.store.ingest import FINAL_FATES
-
+    lg: Ledger,
+    log: str,
+    run: str | None,
+    patterns: tuple[str, ...],
+    tokens_per_step: float | None,
+    interval: float,
+    stall_after: float,
+    quiet: bool,
+) -> records.IngestResult:
+    """Drive the API's follower, saying each change on stderr; the last look's result."""
     last = None
     try:
-        while True:
-            result = lg.ingest(log, run, patterns=patterns, tokens_per_step=tpp, stall_after=stall)
-            if not quiet and (
-                result.read_bytes or result.reset or last is None or result.fate != last.fate
-            ):
+        for result in lg.follow(
+            log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
+            stall_after=stall_after,
+        ):  # fmt: skip
+            if not quiet:
                 click.echo(_ingest_line(result), err=True)
             last = result
-            if result.fate in FINAL_FATES:
-                return result
-            time.sleep(interval)
     except KeyboardInterrupt:
         if last is None:
             raise
-        return last
+    assert last is not None  # the follower always yields its first look
+    return last
 
 
 class _Bar:
@@ -250,7 +251,7 @@ def _progress_bar(log: str) -> _Bar | None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @with_ledger(create=True)
 def probe(
-    lg: Any,
+    lg: Ledger,
     run: str,
     wait: float,
     timeout: float | None,
@@ -271,18 +272,7 @@ def probe(
         run, command, wait=wait, timeout=timeout, echo=echo, patterns=patterns,
         stall_after=stall_after,
     )  # fmt: skip
-    payload = {
-        "probe_id": result.probe_id,
-        "exit_code": result.exit_code,
-        "timed_out": result.timed_out,
-        "fate": result.fate,
-        "fate_reason": result.fate_reason,
-        "progress": result.progress,
-        "gpus": result.gpus,
-        "last_step": result.last_step,
-        "conclusion": result.conclusion,
-    }
-    emit(payload, as_json, lambda _: result.conclusion)
+    emit(result, as_json, lambda r: r.conclusion)
     if result.exit_code:
         sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)
 
@@ -296,7 +286,7 @@ def pattern() -> None:
 @click.argument("regex")
 @json_option
 @with_ledger(create=True)
-def pattern_add(lg: Any, regex: str, as_json: bool) -> None:
+def pattern_add(lg: Ledger, regex: str, as_json: bool) -> None:
     r"""Keep REGEX, a step-line shape of your own, for ingest and probe to use.
 
     Name the values with groups: step, rank, total, loss, throughput, unit, step_time_s,
@@ -310,7 +300,7 @@ def pattern_add(lg: Any, regex: str, as_json: bool) -> None:
 @pattern.command("list")
 @json_option
 @with_ledger(create=False)
-def pattern_list(lg: Any, as_json: bool) -> None:
+def pattern_list(lg: Ledger, as_json: bool) -> None:
     """List the kept patterns, numbered."""
     patterns = lg.log_patterns()
     emit(
@@ -324,7 +314,7 @@ def pattern_list(lg: Any, as_json: bool) -> None:
 @click.argument("number", type=int)
 @json_option
 @with_ledger(create=False)
-def pattern_remove(lg: Any, number: int, as_json: bool) -> None:
+def pattern_remove(lg: Ledger, number: int, as_json: bool) -> None:
     """Forget pattern NUMBER (as `ledger pattern list` numbers them)."""
     patterns = lg.remove_log_pattern(number)
     emit(patterns, as_json, lambda p: f"{len(p)} pattern(s) kept")

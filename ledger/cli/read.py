@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, local_time, table, with_ledger
+from ledger.cli.app import cli, emit, json_option, local_time, root_option, table, with_ledger
+
+if TYPE_CHECKING:
+    from ledger.model import records
+    from ledger.store import Ledger
 
 
 @cli.command()
 @json_option
 @with_ledger(create=False)
-def runs(lg: Any, as_json: bool) -> None:
+def runs(lg: Ledger, as_json: bool) -> None:
     """List the runs: fate, steps, ranks, the patch they test, deploys and drift."""
     items = lg.runs()
 
-    def text(items: list[Any]) -> str:
+    def text(items: list[records.RunSummary]) -> str:
         if not items:
             return "no runs yet (ledger record-fix --run NAME, or ledger ingest LOG)"
         rows = [
@@ -43,13 +47,13 @@ def runs(lg: Any, as_json: bool) -> None:
 @click.argument("run")
 @json_option
 @with_ledger(create=False)
-def show(lg: Any, run: str, as_json: bool) -> None:
+def show(lg: Ledger, run: str, as_json: bool) -> None:
     """Show RUN with its hypothesis, patch, deploy steps, log files and probes."""
     detail = lg.show(run)
     emit(detail, as_json, render_run)
 
 
-def render_run(d: Any) -> str:
+def render_run(d: records.RunDetail) -> str:
     lines = [f"run {d.run}  (fate: {d.fate}{' — ' + d.fate_reason if d.fate_reason else ''})"]
     lines.append(f"  created {local_time(d.created_at)}; {d.steps} steps on {d.ranks} rank(s)")
     if d.hypothesis is not None:
@@ -80,8 +84,8 @@ def render_run(d: Any) -> str:
         if s.output:
             last = [ln for ln in s.output.strip().splitlines() if ln.strip()][-3:]
             lines.extend(f"        | {ln[:120]}" for ln in last)
-    for f in d.log_files:
-        lines.append(f"  log {f.path}: {f.lines} lines, {f.size:,} bytes read")
+    for log in d.log_files:
+        lines.append(f"  log {log.path}: {log.lines} lines, {log.size:,} bytes read")
     for p in d.probes:
         status = "timed out" if p.timed_out else f"exit {p.exit_code}"
         lines.append(
@@ -93,11 +97,11 @@ def render_run(d: Any) -> str:
 @cli.command()
 @json_option
 @with_ledger(create=False)
-def timeline(lg: Any, as_json: bool) -> None:
+def timeline(lg: Ledger, as_json: bool) -> None:
     """Every row of the investigation in time order: when, kind, id, what."""
     items = lg.timeline()
 
-    def text(items: list[Any]) -> str:
+    def text(items: list[records.TimelineEntry]) -> str:
         if not items:
             return "nothing recorded yet"
         return table(
@@ -115,33 +119,27 @@ def db() -> None:
 
 @db.command("current")
 @json_option
-@click.pass_context
-def db_current(ctx: click.Context, as_json: bool) -> None:
+def db_current(as_json: bool) -> None:
     """Show the ledger's schema revision and whether it is this version's."""
     from ledger.store.admin import current
 
-    status = current(ctx.obj["db"])
-    emit(status, as_json, _render_status)
+    emit(current(root_option("db")), as_json, _render_status)
 
 
 @db.command("upgrade")
 @json_option
-@click.pass_context
-def db_upgrade(ctx: click.Context, as_json: bool) -> None:
+def db_upgrade(as_json: bool) -> None:
     """Upgrade the ledger's schema to this version's, keeping every row."""
     from ledger.store.admin import upgrade
 
-    before, after = upgrade(ctx.obj["db"])
-    emit(
-        {"db": after.db, "from": before.revision, "to": after.revision},
-        as_json,
-        lambda _: (
-            f"{after.db}: {before.revision or 'empty'} → {after.revision}"
-            + (" (already current)" if before.revision == after.revision else "")
-        ),
-    )
+    emit(upgrade(root_option("db")), as_json, _render_upgrade)
 
 
-def _render_status(s: Any) -> str:
+def _render_upgrade(u: records.SchemaUpgrade) -> str:
+    same = " (already current)" if u.from_revision == u.to_revision else ""
+    return f"{u.db}: {u.from_revision or 'empty'} → {u.to_revision}{same}"
+
+
+def _render_status(s: records.SchemaStatus) -> str:
     state = "up to date" if s.up_to_date else f"needs `ledger db upgrade` to {s.head}"
     return f"{s.db}: revision {s.revision or 'none'} ({state})"

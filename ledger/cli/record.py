@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, live_output, run_option, table, with_ledger
+from ledger.cli.app import (
+    cli,
+    emit,
+    json_option,
+    live_output,
+    root_option,
+    run_option,
+    table,
+    with_ledger,
+)
+
+if TYPE_CHECKING:
+    from ledger.model import records
+    from ledger.store import Ledger
 
 
 def _fmt_value(value: float) -> str:
@@ -20,8 +33,7 @@ def _fmt_value(value: float) -> str:
 )
 @click.option("--unit", metavar="UNIT", help="Its unit (default tok/s).")
 @json_option
-@click.pass_context
-def init(ctx: click.Context, baseline: float | None, unit: str | None, as_json: bool) -> None:
+def init(baseline: float | None, unit: str | None, as_json: bool) -> None:
     """Create the ledger here (.ledger/ledger.db) or where --db says, and set the baseline.
 
     Running it again is safe: an existing ledger is kept and only its baseline changes.
@@ -31,10 +43,10 @@ def init(ctx: click.Context, baseline: float | None, unit: str | None, as_json: 
     if unit is not None and baseline is None:
         raise click.UsageError("--unit goes with --baseline")
     result = init_ledger(
-        ctx.obj["db"], baseline=baseline, unit=unit, investigation=ctx.obj["investigation"]
+        root_option("db"), baseline=baseline, unit=unit, investigation=root_option("investigation")
     )
 
-    def text(r: Any) -> str:
+    def text(r: records.InitResult) -> str:
         state = "created" if r.created else "already there"
         inv = r.investigation
         base = "no baseline yet (ledger init --baseline 14200 --unit tok/s)"
@@ -55,10 +67,10 @@ def hypothesis() -> None:
 @click.option("--parent", type=int, metavar="ID", help="The hypothesis this one refines.")
 @json_option
 @with_ledger(create=True)
-def hypothesis_add(lg: Any, text: str, parent: int | None, as_json: bool) -> None:
+def hypothesis_add(lg: Ledger, text: str, parent: int | None, as_json: bool) -> None:
     """Record a hypothesis, e.g. "torch.compile recompiles because mask closures change"."""
     h = lg.add_hypothesis(text, parent=parent)
-    emit({"id": h.id}, as_json, lambda _: f"hypothesis #{h.id} recorded")
+    emit(h, as_json, lambda h: f"hypothesis #{h.id} recorded")
 
 
 @hypothesis.command("resolve")
@@ -72,7 +84,7 @@ def hypothesis_add(lg: Any, text: str, parent: int | None, as_json: bool) -> Non
 @json_option
 @with_ledger(create=False)
 def hypothesis_resolve(
-    lg: Any, hypothesis_id: int, status: str | None, note: str | None, as_json: bool
+    lg: Ledger, hypothesis_id: int, status: str | None, note: str | None, as_json: bool
 ) -> None:
     """Mark hypothesis ID confirmed, refuted or inconclusive."""
     if status is None:
@@ -89,13 +101,13 @@ def hypothesis_resolve(
 )
 @json_option
 @with_ledger(create=False)
-def hypothesis_list(lg: Any, status: str | None, as_json: bool) -> None:
+def hypothesis_list(lg: Ledger, status: str | None, as_json: bool) -> None:
     """List hypotheses, oldest first."""
     from ledger.cli.app import local_time
 
     items = lg.hypotheses(status=status)
 
-    def text(items: list[Any]) -> str:
+    def text(items: list[records.Hypothesis]) -> str:
         if not items:
             return "no hypotheses yet (ledger hypothesis add TEXT)"
         rows = [(f"#{h.id}", h.status, local_time(h.created_at), h.text) for h in items]
@@ -139,7 +151,7 @@ def hypothesis_list(lg: Any, status: str | None, as_json: bool) -> None:
 @json_option
 @with_ledger(create=True)
 def record_fix(
-    lg: Any,
+    lg: Ledger,
     hypothesis_ref: str,
     summary: str,
     diff_file: Any,
@@ -154,7 +166,7 @@ def record_fix(
     diff = diff_file.read() if diff_file is not None else None
     fix = lg.record_fix(hypothesis_ref, summary, diff=diff, git_dir=git_dir, files=files, run=run)
 
-    def text(f: Any) -> str:
+    def text(f: records.FixRecord) -> str:
         new = " (new)" if f.hypothesis_created else ""
         lines = [
             f"hypothesis #{f.hypothesis_id}{new} · patch #{f.patch_id}"
@@ -163,21 +175,15 @@ def record_fix(
         lines += [f"  {pf.sha256[:12]}  {pf.path}" for pf in f.files]
         return "\n".join(lines)
 
-    out = {
-        "hypothesis_id": fix.hypothesis_id,
-        "patch_id": fix.patch_id,
-        "run": fix.run,
-        "files": [{"path": f.path, "sha256": f.sha256} for f in fix.files],
-    }
-    emit(out, as_json, lambda _: text(fix))
+    emit(fix, as_json, text)
 
 
-def drift_banner(step: Any) -> str:
+def drift_banner(step: records.DeployStep) -> str:
     """The warning a tired person cannot miss."""
     from pathlib import PurePath
 
     bar = "!" * 76
-    name = PurePath(step.artifact_path).name
+    name = PurePath(step.artifact_path or "").name
     return "\n".join(
         [
             bar,
@@ -189,14 +195,6 @@ def drift_banner(step: Any) -> str:
             bar,
         ]
     )
-
-
-def _unchecked_reason(step: Any) -> str:
-    from pathlib import PurePath
-
-    if step.patch_id is None:
-        return f"run {step.run!r} has no patch recorded (ledger record-fix --run {step.run})"
-    return f"patch #{step.patch_id} recorded no file named {PurePath(step.artifact_path).name}"
 
 
 @cli.command()
@@ -226,7 +224,7 @@ def _unchecked_reason(step: Any) -> str:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @with_ledger(create=True)
 def deploy(
-    lg: Any,
+    lg: Ledger,
     run: str,
     step: str,
     artifact: str | None,
@@ -255,20 +253,14 @@ def deploy(
     if result.drift:
         click.echo(click.style(drift_banner(result), fg="red", bold=True), err=True)
     elif result.artifact_path is not None and result.drift is None:
-        click.echo(f"note: drift not checked: {_unchecked_reason(result)}", err=True)
+        click.echo(f"note: drift not checked: {result.drift_reason}", err=True)
 
-    def text(r: Any) -> str:
+    def text(r: records.DeployStep) -> str:
         status = "timed out" if r.timed_out else f"exit {r.exit_code}"
         verdict = {True: "DRIFT", False: "matches the patch", None: ""}[r.drift]
         tail = f", artifact {r.artifact_sha256[:12]} {verdict}" if r.artifact_sha256 else ""
         return f"deploy step #{r.id} {r.run}/{r.name}: {status}{tail}"
 
-    payload = {
-        "step_id": result.id,
-        "exit_code": result.exit_code,
-        "artifact_sha256": result.artifact_sha256,
-        "drift": result.drift,
-    }
-    emit(payload, as_json, lambda _: text(result))
+    emit(result, as_json, text)
     if result.exit_code:
         sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ledger.cli.app import cli, emit, json_option, with_ledger
+
+if TYPE_CHECKING:
+    from ledger.store import Ledger
 
 
 @cli.command()
@@ -35,7 +38,7 @@ from ledger.cli.app import cli, emit, json_option, with_ledger
 @json_option
 @with_ledger(create=False)
 def report(
-    lg: Any, runs: tuple[str, ...], out: Path, threshold: float | None, as_json: bool
+    lg: Ledger, runs: tuple[str, ...], out: Path, threshold: float | None, as_json: bool
 ) -> None:
     """Draw the investigation: throughput per run, every attempt against the baseline,
     step-time distributions, GPU memory and utilisation, and the chain from each hypothesis

@@ -9,6 +9,7 @@ with BEGIN IMMEDIATE, so two writers queue on the busy timeout instead of failin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,12 +26,26 @@ BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "ledger_write"
 
 
-def make_engine(url: str, *, create_dir: bool = False) -> Engine:
-    """An engine for `url`, configured for ledger's concurrency needs."""
+def make_engine(
+    url: str,
+    *,
+    create_dir: bool = False,
+    busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
+    connect_timeout: float | None = None,
+) -> Engine:
+    """An engine for `url`, configured for ledger's concurrency needs.
+
+    `busy_timeout`: how long a SQLite writer waits for another's lock; `connect_timeout`:
+    how long to wait for a PostgreSQL server to answer (default: the driver's).
+    """
     if url.startswith("sqlite"):
-        return _sqlite_engine(url, create_dir=create_dir)
+        return _sqlite_engine(url, create_dir=create_dir, busy_timeout=busy_timeout)
+    connect_args: dict[str, Any] = {}
+    if connect_timeout is not None:
+        # libpq counts whole seconds, and takes 1 as 2; never 0, which means "wait forever"
+        connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout))
     try:
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         raise StorageError(
             f"the database driver for {hide_password(url)} is not installed ({exc.name}); "
@@ -40,13 +55,14 @@ def make_engine(url: str, *, create_dir: bool = False) -> Engine:
         raise StorageError(f"cannot use database URL {hide_password(url)}: {exc}") from exc
 
 
-def _sqlite_engine(url: str, *, create_dir: bool) -> Engine:
+def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float) -> Engine:
     from ledger.config import sqlite_path
 
     path = sqlite_path(url)
     if path is not None and create_dir:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    busy_ms = max(0, int(busy_timeout * 1000))
+    engine = create_engine(url, connect_args={"timeout": busy_ms / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -56,7 +72,7 @@ def _sqlite_engine(url: str, *, create_dir: bool) -> Engine:
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         # In WAL mode NORMAL survives a crash of the process (kill -9), which is what a
         # training job does to us; only a power cut can cost the last transactions.
         cursor.execute("PRAGMA synchronous=NORMAL")

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
 
 from ledger.db.engine import WRITE_OPTION
 from ledger.errors import SchemaOutdatedError, StorageError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 HEAD = "0005"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
@@ -64,6 +68,20 @@ def require_current(engine: Engine, where: str) -> None:
         f"the ledger {where} is at schema revision {current.revision}, written by a newer "
         "ledger than this one; upgrade the ledger package"
     )
+
+
+def prepare(engine: Engine, where: str, *, create: bool) -> bool:
+    """Check the schema is this code's, creating it in an empty database; True if created."""
+    from ledger.errors import LedgerNotFoundError
+
+    current = state(engine)
+    if not current.is_empty:
+        require_current(engine, where)
+        return False
+    if not create:
+        raise LedgerNotFoundError(f"{where} holds no ledger yet; run `ledger init --db {where}`")
+    # False when another process (a rank racing this one) created it first.
+    return upgrade(engine)
 
 
 def migrations_dir() -> Path:
@@ -136,7 +154,7 @@ def _revision(conn: Connection) -> str | None:
     return row[0] if row else None
 
 
-def _alembic_config(connection: object) -> object:
+def _alembic_config(connection: Connection) -> Config:
     from alembic.config import Config
 
     config = Config()

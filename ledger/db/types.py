@@ -38,9 +38,9 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, str):  # a row written by hand with sqlite3
-            value = datetime.fromisoformat(value)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        when = datetime.fromisoformat(value) if isinstance(value, str) else value
+        assert isinstance(when, datetime)  # a str only from a row written by hand with sqlite3
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 class Real(TypeDecorator[float]):

@@ -159,6 +159,8 @@ class CompareReport(AnalysisRecord):
     runs: list[RunAnalysis]
     comparisons: list[RunComparison]
     resolution: Resolution | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # warnings a person should read
+    plot: str | None = None  # the figure written, when one was asked for
 
     def run(self, name: str) -> RunAnalysis:
         return next(r for r in self.runs if r.run == name)

@@ -8,16 +8,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-T = TypeVar("T")
+R = TypeVar("R", bound="Record")
 
 
-def from_row(cls: type[T], row: object, **extra: Any) -> T:
+def from_row(cls: type[R], row: object, **extra: Any) -> R:
     """Build a record from an ORM row, taking each field from the attribute of the same name."""
     values = {
         f.name: extra[f.name] if f.name in extra else getattr(row, f.name)
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]  # R is always a dataclass
         if f.name in extra or hasattr(row, f.name)
     }
     return cls(**values)
@@ -25,8 +25,10 @@ def from_row(cls: type[T], row: object, **extra: Any) -> T:
 
 def jsonable(value: Any) -> Any:
     """Turn records, datetimes and floats into what `json.dumps(allow_nan=False)` accepts."""
+    if isinstance(value, Record):
+        return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return _fields(value)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, float):
@@ -38,10 +40,22 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
 class Record:
+    """A plain record the API returns; `to_dict()` is what `--json` prints.
+
+    `json_names` renames fields whose JSON name cannot be a Python name (`from`).
+    """
+
+    json_names: ClassVar[dict[str, str]] = {}
+
     def to_dict(self) -> dict[str, Any]:
-        result = jsonable(self)
-        assert isinstance(result, dict)
+        result = _fields(self)
+        if self.json_names:
+            result = {self.json_names.get(k, k): v for k, v in result.items()}
         return result
 
 
@@ -111,6 +125,7 @@ class DeployStep(Record):
     artifact_sha256: str | None
     expected_sha256: str | None
     drift: bool | None
+    drift_reason: str | None = None  # why drift is True, False or not checked, in words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +137,7 @@ class LogFile(Record):
     lines: int
     sha256: str | None
     ingested_at: datetime | None
+    unread_lines: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,3 +223,159 @@ class FateChange(Record):
     fate: str
     reason: str | None
     ended: bool  # True when this rank stopped (sets run.ended_at)
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftCheck(Record):
+    """A file about to be shipped against the run's patch; `drift` None: nothing to compare."""
+
+    artifact_path: str
+    artifact_sha256: str
+    expected_path: str | None
+    expected_sha256: str | None
+    drift: bool | None
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StepWrite(Record):
+    """What one call of the step writer stored, and what it could not."""
+
+    steps: int = 0  # step rows sent (a row already there is not added twice)
+    metrics: int = 0  # metric rows sent
+    bad_values: int = 0  # values stored as NULL (or as a float) because the column cannot hold them
+    bad_rows: int = 0  # rows not stored: a key that cannot be stored, or a row the database refused
+    problems: tuple[str, ...] = ()  # the first few, in words
+
+    def __add__(self, other: StepWrite) -> StepWrite:
+        return StepWrite(
+            self.steps + other.steps,
+            self.metrics + other.metrics,
+            self.bad_values + other.bad_values,
+            self.bad_rows + other.bad_rows,
+            (self.problems + other.problems)[:5],
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestResult(Record):
+    """What one ingestion of one file did."""
+
+    run: str
+    path: str
+    log_file_id: int
+    read_bytes: int
+    offset: int
+    lines: int
+    steps: int  # step rows sent (rows already there are not added twice)
+    metrics: int
+    events: int
+    reset: str | None  # "truncated", "replaced" or "reread" when the file was read again from 0
+    fate: str
+    fate_reason: str
+    summary: dict[str, Any]
+    run_created: bool = False  # this ingest made the run
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult(Record):
+    """What `ledger probe` saw and concluded."""
+
+    probe_id: int
+    run: str
+    exit_code: int | None
+    timed_out: bool
+    fate: str
+    fate_reason: str
+    progress: dict[str, Any] | None
+    last_step: int | None
+    gpus: list[dict[str, Any]]
+    conclusion: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredComparison(Record):
+    """A row of the `comparison` table, with the runs and the hypothesis by name and id."""
+
+    id: int
+    a: str | None  # None: compared with the baseline
+    b: str
+    hypothesis_id: int | None
+    created_at: datetime
+    kind: str
+    unit: str | None
+    steady_from_a: int | None
+    steady_from_b: int | None
+    median_a: float | None
+    median_b: float | None
+    effective_a: float | None
+    effective_b: float | None
+    reference_value: float | None
+    delta_pct: float | None
+    ci95_pct: tuple[float, float] | None
+    p_value: float | None
+    threshold_pct: float
+    alpha: float
+    verdict: str
+    decided_at_step: int | None
+    summary: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MeterSummary(Record):
+    """A run as the hook left it: its fate and the hook's own figures."""
+
+    run: str
+    fate: str
+    fate_reason: str | None
+    steps: int
+    ranks: int
+    dropped_steps: int
+    hook_cost_us: float | None
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class MeteredRun(Record):
+    """The run a meter writes into, as it found it."""
+
+    id: int
+    run: str
+    fate: str  # after the start: running, or the failure a peer rank already recorded
+    earlier_steps: bool  # True when an earlier launch under this name left steps behind
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaStatus(Record):
+    db: str
+    revision: str | None
+    head: str
+    up_to_date: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaUpgrade(Record):
+    """What `ledger db upgrade` did: from one revision (None: an empty database) to another."""
+
+    json_names: ClassVar[dict[str, str]] = {"from_revision": "from", "to_revision": "to"}
+
+    db: str
+    from_revision: str | None
+    to_revision: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class InitResult(Record):
+    db: str
+    created: bool
+    investigation: Investigation
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportWritten(Record):
+    """A report written to disk."""
+
+    out: str
+    format: str  # html, png or pdf
+    attempts: int

@@ -99,4 +99,5 @@ STEP_COLUMNS: tuple[str, ...] = (
     "loss",
     "memory_allocated_mib",
     "memory_reserved_mib",
+    "wait_s",  # revision 0005: time between the end of the previous step and this one's start
 )

@@ -4,19 +4,32 @@ is given and returns the figure; nothing here calls pyplot or opens a window."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ledger.analyze.wording import short_value
-from ledger.report.data import FAILED_FATES, FATE_COLORS, Attempt, ReportData
+from ledger.model.report import Attempt, ReportData
+from ledger.model.terms import FAULT_FATES
+from ledger.report.colors import FATE_COLORS
 from ledger.report.plots import plot_baseline, plot_run, run_colors
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-GRID = {"linewidth": 0.4, "alpha": 0.5}
+
+def _grid(ax: Axes, axis: Literal["both", "x", "y"] = "both") -> None:
+    ax.grid(True, axis=axis, linewidth=0.4, alpha=0.5)
+
+
+def _figure(ax: Axes) -> Figure:
+    """The figure an axes belongs to (the report draws no subfigures)."""
+    from matplotlib.figure import Figure
+
+    figure = ax.get_figure(root=True)
+    assert isinstance(figure, Figure)
+    return figure
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -65,9 +78,9 @@ def throughput_panel(ax: Axes, attempt: Attempt, data: ReportData, color: str) -
     ax.set_xlabel("step", fontsize=8)
     ax.set_ylabel(data.unit or "throughput", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.grid(True, **GRID)
+    _grid(ax)
     ax.legend(loc="lower right", fontsize=7, frameon=False)
-    return ax.figure
+    return _figure(ax)
 
 
 def marathon(ax: Axes, data: ReportData) -> Figure:
@@ -103,13 +116,13 @@ def marathon(ax: Axes, data: ReportData) -> Figure:
                 ha="center",
                 fontsize=8,
             )
-        if attempt.fate in FAILED_FATES or analysis is None:
+        if attempt.fate in FAULT_FATES or analysis is None:
             # A run that died (OOM, crash, NCCL) or never reached a steady window is shown
             # where it fell, marked, so the marathon hides no failed attempt.
             y = analysis.median if analysis is not None else floor
-            marker = "X" if attempt.fate in FAILED_FATES else "s"
+            marker = "X" if attempt.fate in FAULT_FATES else "s"
             ax.scatter([x], [y], marker=marker, s=130, color=color, zorder=3, edgecolors="white")
-            label = attempt.fate.upper() if attempt.fate in FAILED_FATES else "no steady steps"
+            label = attempt.fate.upper() if attempt.fate in FAULT_FATES else "no steady steps"
             ax.annotate(
                 label,
                 (x, y),
@@ -134,14 +147,14 @@ def marathon(ax: Axes, data: ReportData) -> Figure:
     ax.set_xticks(xs, names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(f"steady median ({data.unit})" if data.unit else "steady median", fontsize=9)
     ax.set_title("The marathon: every attempt in order (95 % CI; colour = fate)", fontsize=10)
-    ax.grid(True, axis="y", **GRID)
+    _grid(ax, "y")
     if data.baseline.value is not None:
         ax.legend(loc="lower right", fontsize=8, frameon=False)
     if medians or data.baseline.value is not None:
         ax.set_ylim(bottom=floor * 0.95 if floor else None)
     ax.set_xlim(-0.6, len(names) - 0.4)
     _fate_legend(ax, data)
-    return ax.figure
+    return _figure(ax)
 
 
 def step_time_distributions(ax: Axes, data: ReportData) -> Figure:
@@ -164,8 +177,8 @@ def step_time_distributions(ax: Axes, data: ReportData) -> Figure:
     ax.set_xticks(range(1, len(labels) + 1), labels, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("step time (ms)", fontsize=9)
     ax.set_title("Step-time distributions over the steady window", fontsize=10)
-    ax.grid(True, axis="y", **GRID)
-    return ax.figure
+    _grid(ax, "y")
+    return _figure(ax)
 
 
 def gpu_memory_and_utilization(ax_memory: Axes, ax_util: Axes, data: ReportData) -> Figure:
@@ -178,7 +191,7 @@ def gpu_memory_and_utilization(ax_memory: Axes, ax_util: Axes, data: ReportData)
     if not points:
         _empty(ax_memory, "no probe recorded GPU samples (ledger probe … -- nvidia-smi …)")
         ax_util.set_visible(False)
-        return ax_memory.figure
+        return _figure(ax_memory)
     # Probes are grouped by run: one tick per run, its probes side by side in time order.
     runs = list(dict.fromkeys(attempt.name for attempt, _ in points))
     per_run: dict[str, int] = {}
@@ -201,9 +214,9 @@ def gpu_memory_and_utilization(ax_memory: Axes, ax_util: Axes, data: ReportData)
         ax.set_xticks(range(len(runs)), runs, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(unit, fontsize=9)
         ax.set_title(f"{title} per probe, in time order (dots: GPUs; bar: mean)", fontsize=10)
-        ax.grid(True, axis="y", **GRID)
+        _grid(ax, "y")
     ax_util.set_ylim(-5, 105)
-    return ax_memory.figure
+    return _figure(ax_memory)
 
 
 def overview_figures(data: ReportData) -> dict[str, Figure]:
@@ -249,7 +262,7 @@ def _fate_legend(ax: Axes, data: ReportData) -> None:
         ax.legend(loc="lower right", fontsize=8, frameon=False)
 
 
-def _empty(ax: Axes, message: str) -> Any:
+def _empty(ax: Axes, message: str) -> Figure:
     ax.text(
         0.5,
         0.5,
@@ -261,4 +274,4 @@ def _empty(ax: Axes, message: str) -> Any:
         transform=ax.transAxes,
     )
     ax.set_axis_off()
-    return ax.figure
+    return _figure(ax)

@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ledger.analyze.wording import short_value
-from ledger.report.data import FAILED_FATES, FATE_COLORS, Attempt, ReportData
+from ledger.model.report import Attempt, ReportData
+from ledger.model.terms import FAULT_FATES
+from ledger.report.colors import FATE_COLORS
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -107,7 +109,7 @@ def _verdicts(data: ReportData) -> list[str]:
         if attempt.comparison is not None:
             items.append(esc(attempt.comparison.summary))
     for attempt in data.attempts:
-        if attempt.fate in FAILED_FATES:
+        if attempt.fate in FAULT_FATES:
             reason = f": {esc(attempt.detail.fate_reason)}" if attempt.detail.fate_reason else ""
             items.append(
                 f"<b>{esc(attempt.name)}</b> ended "

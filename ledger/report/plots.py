@@ -12,6 +12,7 @@ nothing here calls pyplot, so it works headless and never opens a window. The re
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,19 +131,33 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     return figure
 
 
-def save_compare_figure(report: CompareReport, path: str | Path) -> Path:
-    """Write the comparison figure to `path` (.png, .pdf, .svg…, from its suffix)."""
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def check_plot_path(path: str | os.PathLike[str]) -> Path:
+    """Refuse a figure file of a format it cannot be drawn in, before any work."""
+    from ledger.errors import UsageError
+
+    found = Path(path)
+    if found.suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(
+            f"cannot draw the comparison as {found.name!r}: that format is not supported; "
+            "name a .png, .pdf or .svg file"
+        )
+    return found
+
+
+def save_compare_figure(report: CompareReport, path: str | os.PathLike[str]) -> Path:
+    """Write the comparison figure to `path` (.png, .pdf or .svg, from its suffix)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from ledger.errors import InputFileError, UsageError
+    from ledger.errors import InputFileError
 
-    path = Path(path)
+    path = check_plot_path(path)
     figure = compare_figure(report)
     FigureCanvasAgg(figure)
     try:
         figure.savefig(path, dpi=120)
-    except ValueError as exc:  # matplotlib's "Format 'xyz' is not supported"
-        raise UsageError(f"--plot {path}: {exc}") from exc
     except OSError as exc:
         raise InputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path

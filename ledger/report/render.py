@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 from ledger.errors import InputFileError, UsageError
-from ledger.report.data import ReportData
+from ledger.model.report import ReportData
 
 FORMATS = (".html", ".png", ".pdf")
 DPI = 110
 
 
-def write_report(data: ReportData, out: str | Path) -> Path:
+def check_format(out: str | os.PathLike[str]) -> Path:
+    """Refuse a report file of a format it is not written in, before any work."""
+    path = Path(out)
+    if path.suffix.lower() not in FORMATS:
+        raise UsageError(
+            f"cannot write the report as {path.name!r}: name a .html, .png or .pdf file"
+        )
+    return path
+
+
+def write_report(data: ReportData, out: str | os.PathLike[str]) -> Path:
     from ledger.report.figures import overview_figures
 
-    path = Path(out)
+    path = check_format(out)
     suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise UsageError(f"--out {path}: the report is written as .html, .png or .pdf")
     figures = overview_figures(data)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from ledger.config import locate
 from ledger.db import schema
@@ -12,31 +11,18 @@ from ledger.errors import LedgerNotFoundError
 from ledger.model import records
 
 
-@dataclass(frozen=True)
-class SchemaStatus(records.Record):
-    db: str
-    revision: str | None
-    head: str
-    up_to_date: bool
-
-
-@dataclass(frozen=True)
-class InitResult(records.Record):
-    db: str
-    created: bool
-    investigation: records.Investigation
-
-
 def init(
     db: str | os.PathLike[str] | None = None,
     *,
     baseline: float | None = None,
     unit: str | None = None,
     investigation: str | None = None,
-) -> InitResult:
+) -> records.InitResult:
     """Create the ledger at head (or find the existing one) and set its baseline if given."""
-    from ledger.store import Ledger
+    from ledger.store.compare import check_baseline
+    from ledger.store.ledger import Ledger
 
+    check_baseline(baseline)  # before anything is created
     location = locate(db)
     existed = location.path.exists() if location.path is not None else None
     lg = Ledger.open(db, create=True, investigation=investigation)
@@ -48,10 +34,10 @@ def init(
         inv = lg.investigation()
     finally:
         lg.close()
-    return InitResult(db=location.display(), created=not existed, investigation=inv)
+    return records.InitResult(db=location.display(), created=not existed, investigation=inv)
 
 
-def current(db: str | os.PathLike[str] | None = None) -> SchemaStatus:
+def current(db: str | os.PathLike[str] | None = None) -> records.SchemaStatus:
     location = locate(db)
     if location.path is not None and not location.path.exists():
         raise LedgerNotFoundError(f"no ledger at {location.display()}; run `ledger init`")
@@ -61,11 +47,11 @@ def current(db: str | os.PathLike[str] | None = None) -> SchemaStatus:
             state = schema.state(engine)
     finally:
         engine.dispose()
-    return SchemaStatus(location.display(), state.revision, schema.HEAD, state.is_current)
+    return records.SchemaStatus(location.display(), state.revision, schema.HEAD, state.is_current)
 
 
-def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[SchemaStatus, SchemaStatus]:
-    """Upgrade the ledger's schema to this version's head; returns (before, after)."""
+def upgrade(db: str | os.PathLike[str] | None = None) -> records.SchemaUpgrade:
+    """Upgrade the ledger's schema to this version's head."""
     before = current(db)
     location = locate(db)
     engine = make_engine(location.url)
@@ -76,4 +62,5 @@ def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[SchemaStatus, Sch
             schema.upgrade(engine)
     finally:
         engine.dispose()
-    return before, current(db)
+    after = current(db)
+    return records.SchemaUpgrade(after.db, before.revision, after.revision)

@@ -1,80 +1,104 @@
-"""Gathering a report: every attempt with its analysis, comparison and step times."""
+"""Gathering a report: every attempt with its analysis, its comparison with the first
+attempt, and its steady step times — read in one read session, analysed after it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
 
 from ledger.errors import LedgerError
-from ledger.store.base import LedgerBase
+from ledger.model import records
+from ledger.model.analysis import Baseline, RunAnalysis
+from ledger.model.report import Attempt, ReportData
+from ledger.store import compare, hypotheses, runs, timeline
+from ledger.store.lookup import run_row
 
 if TYPE_CHECKING:
-    from ledger.report.data import ReportData
+    from ledger.analyze import StepColumns
 
 
-class ReportMixin(LedgerBase):
-    def report_data(
-        self, runs: Sequence[str] | None = None, *, threshold: float | None = None
-    ) -> ReportData:
-        """Everything `ledger report` draws, for `runs` (default: every run, oldest first)."""
-        from ledger.analyze import compare_pair
-        from ledger.report.data import Attempt, ReportData
+@dataclass(frozen=True)
+class Gathered:
+    """What a report needs from the database."""
 
-        names = list(runs) if runs else self.run_names()  # type: ignore[attr-defined]
-        baseline = self.baseline()  # type: ignore[attr-defined]
-        attempts: list[Attempt] = []
-        first = None
-        for name in names:
-            detail = self.show(name)  # type: ignore[attr-defined]
-            analysis = comparison = step_times = why = None
-            if detail.steps:
-                try:
-                    analysis = self.analyze(name, threshold=threshold)  # type: ignore[attr-defined]
-                except LedgerError as exc:  # too few steps, no throughput…: shown, not fatal
-                    why = str(exc)
+    db: str
+    investigation: str
+    baseline: Baseline
+    details: list[records.RunDetail]
+    columns: list[StepColumns | None]  # None: the run has no steps
+    hypotheses: list[records.Hypothesis]
+    timeline: list[records.TimelineEntry]
+
+
+def gather(
+    session: Session, inv: int, investigation: str, db: str, names: Sequence[str] | None
+) -> Gathered:
+    """Everything the report draws, for `names` (default: every run, oldest first)."""
+    rows = [run_row(session, inv, n) for n in names] if names else runs.ordered(session, inv)
+    details = [runs.detail(session, row) for row in rows]
+    columns = [
+        compare.step_columns(session, row.id) if detail.steps else None
+        for row, detail in zip(rows, details, strict=True)
+    ]
+    return Gathered(
+        db=db,
+        investigation=investigation,
+        baseline=compare.baseline(session, investigation),
+        details=details,
+        columns=columns,
+        hypotheses=hypotheses.listed(session, inv, None),
+        timeline=timeline.entries(session, inv),
+    )
+
+
+def build(found: Gathered, threshold: float | None) -> ReportData:
+    """Analyse each attempt and compare each with the first analysed one."""
+    from ledger.analyze import DEFAULT_THRESHOLD, analyze_run, compare_pair
+
+    limit = DEFAULT_THRESHOLD if threshold is None else threshold
+    attempts: list[Attempt] = []
+    first: RunAnalysis | None = None
+    for detail, columns in zip(found.details, found.columns, strict=True):
+        analysis = comparison = step_times = None
+        why = "no steps recorded" if columns is None else None
+        if columns is not None:
+            try:
+                analysis = analyze_run(
+                    detail.run,
+                    columns,
+                    unit=detail.throughput_unit,
+                    threshold=limit,
+                    baseline=found.baseline.value,
+                )
+            except LedgerError as exc:  # too few steps, no throughput…: shown, not fatal
+                why = str(exc)
+        if analysis is not None and columns is not None:
+            if first is None:
+                first = analysis
             else:
-                why = "no steps recorded"
-            if analysis is not None:
-                if first is None:
-                    first = analysis
-                else:
-                    comparison = compare_pair(first, analysis, **_threshold(threshold))
-                step_times = self._steady_step_times(name, analysis.steady_from_step)
-            attempts.append(Attempt(detail, analysis, comparison, step_times, why))
-        return ReportData(
-            db=self.location.display(),
-            investigation=self.investigation_name,
-            baseline=baseline,
-            attempts=attempts,
-            hypotheses=self.hypotheses(),  # type: ignore[attr-defined]
-            timeline=self.timeline(),  # type: ignore[attr-defined]
-            generated_at=datetime.now(UTC),
-        )
-
-    def write_report(
-        self,
-        out: str | os.PathLike[str],
-        runs: Sequence[str] | None = None,
-        *,
-        threshold: float | None = None,
-    ) -> Path:
-        """Write the report to `out` (.html, .png or .pdf) and return its path."""
-        from ledger.report.render import FORMATS, write_report
-
-        if Path(out).suffix.lower() not in FORMATS:  # before any work
-            from ledger.errors import UsageError
-
-            raise UsageError(f"--out {out}: the report is written as .html, .png or .pdf")
-        return write_report(self.report_data(runs, threshold=threshold), out)
-
-    def _steady_step_times(self, run: str, steady_from: int) -> object:
-        frame = self.steps_frame(run, ["step_time_s"])  # type: ignore[attr-defined]
-        times = frame.loc[frame["step"] >= steady_from, "step_time_s"].dropna()
-        return times.to_numpy() if len(times) else None
+                comparison = compare_pair(first, analysis, threshold=limit)
+            step_times = _steady_step_times(columns, analysis.steady_from_step)
+        attempts.append(Attempt(detail, analysis, comparison, step_times, why))
+    return ReportData(
+        db=found.db,
+        investigation=found.investigation,
+        baseline=found.baseline,
+        attempts=attempts,
+        hypotheses=found.hypotheses,
+        timeline=found.timeline,
+        generated_at=datetime.now(UTC),
+    )
 
 
-def _threshold(threshold: float | None) -> dict[str, float]:
-    return {} if threshold is None else {"threshold": threshold}
+def _steady_step_times(columns: StepColumns, steady_from: int) -> Any:
+    import numpy as np
+
+    if columns.step_time_s is None:
+        return None
+    times = columns.step_time_s[columns.step >= steady_from]
+    times = times[np.isfinite(times)]
+    return times if len(times) else None

@@ -1,111 +1,44 @@
-"""Runs: what `ledger runs` and `ledger show RUN` read."""
+"""Runs: what `ledger runs` and `ledger show RUN` read, and a run's fate."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
+from ledger.errors import UsageError
 from ledger.model import records
-from ledger.store.base import LedgerBase
-from ledger.store.fixes import _patch_record
+from ledger.model.terms import FATES
+from ledger.redact import redact
+from ledger.store import deploys
+from ledger.store.fixes import patch_record
+from ledger.store.lookup import count, run_row
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-class RunsMixin(LedgerBase):
-    def ensure_run(self, name: str) -> records.RunSummary:
-        """The run called `name`, created (with fate unknown) when it does not exist yet."""
-        with self._write() as session:
-            self._ensure_run(session, name)
-        return self.run_summary(name)
-
-    def set_fate(self, run: str, fate: str, reason: str | None = None) -> None:
-        from ledger.db.models import FATES
-        from ledger.errors import UsageError
-
-        if fate not in FATES:
-            raise UsageError(f"fate must be one of {', '.join(FATES)}, not {fate!r}")
-        with self._write() as session:
-            row = self._run_row(session, run)
-            row.fate = fate
-            row.fate_reason = reason
-
-    def run_names(self) -> list[str]:
-        with self._read() as session:
-            return list(
-                session.scalars(
-                    select(m.Run.name)
-                    .where(m.Run.investigation_id == self._investigation_id_in(session))
-                    .order_by(m.Run.created_at, m.Run.id)
-                ).all()
-            )
-
-    def runs(self) -> list[records.RunSummary]:
-        with self._read() as session:
-            rows = session.scalars(
-                select(m.Run)
-                .where(m.Run.investigation_id == self._investigation_id_in(session))
-                .order_by(m.Run.created_at, m.Run.id)
-            ).all()
-            return [_summary(session, row) for row in rows]
-
-    def run_summary(self, run: str) -> records.RunSummary:
-        with self._read() as session:
-            return _summary(session, self._run_row(session, run))
-
-    def show(self, run: str) -> records.RunDetail:
-        """The run with its hypothesis, patch, deploy steps, log files and probes."""
-        with self._read() as session:
-            row = self._run_row(session, run)
-            patch = _patch_record(session, row.patch_id) if row.patch_id is not None else None
-            hypothesis = None
-            if patch is not None:
-                hypothesis = records.from_row(
-                    records.Hypothesis, session.get_one(m.Hypothesis, patch.hypothesis_id)
-                )
-            steps, ranks, last = _step_counts(session, row.id)
-            deploys = session.scalars(
-                select(m.DeployStep)
-                .where(m.DeployStep.run_id == row.id)
-                .order_by(m.DeployStep.started_at, m.DeployStep.id)
-            ).all()
-            logs = session.scalars(
-                select(m.LogFile).where(m.LogFile.run_id == row.id).order_by(m.LogFile.id)
-            ).all()
-            probes = session.scalars(
-                select(m.Probe).where(m.Probe.run_id == row.id).order_by(m.Probe.started_at)
-            ).all()
-            return records.from_row(
-                records.RunDetail,
-                row,
-                run=row.name,
-                steps=steps,
-                ranks=ranks,
-                last_step=last,
-                hypothesis=hypothesis,
-                patch=patch,
-                deploy_steps=[
-                    records.from_row(records.DeployStep, d, run=row.name) for d in deploys
-                ],
-                log_files=[records.from_row(records.LogFile, f) for f in logs],
-                probes=[_probe_record(session, p) for p in probes],
-            )
-
-    def runs_frame(self) -> pd.DataFrame:
-        """`runs()` as a pandas DataFrame, one row per run."""
-        import pandas as pd
-
-        rows = [r.to_dict() for r in self.runs()]
-        frame = pd.DataFrame(rows, columns=list(records.RunSummary.__dataclass_fields__))
-        frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
-        return frame
+REASON_CHARS = 2000  # a fate's evidence is a line or two; a whole traceback is an event
 
 
-def _step_counts(session: Session, run_id: int) -> tuple[int, int, int | None]:
+def set_fate(session: Session, inv: int, run: str, fate: str, reason: str | None) -> None:
+    if fate not in FATES:
+        raise UsageError(f"a fate is one of {', '.join(FATES)}, not {fate!r}")
+    row = run_row(session, inv, run)
+    row.fate = fate
+    row.fate_reason = clean_reason(reason)
+
+
+def clean_reason(reason: str | None) -> str | None:
+    """A fate's reason as stored: redacted, then bounded."""
+    if not reason:
+        return None
+    text = redact(reason) or ""
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def ordered(session: Session, inv: int) -> list[m.Run]:
+    query = select(m.Run).where(m.Run.investigation_id == inv).order_by(m.Run.created_at, m.Run.id)
+    return list(session.scalars(query).all())
+
+
+def step_counts(session: Session, run_id: int) -> tuple[int, int, int | None]:
     """(distinct steps, distinct ranks, last step) of a run."""
     steps, last = session.execute(
         select(func.count(func.distinct(m.Step.step)), func.max(m.Step.step)).where(
@@ -118,8 +51,8 @@ def _step_counts(session: Session, run_id: int) -> tuple[int, int, int | None]:
     return int(steps or 0), int(ranks or 0), last
 
 
-def _summary(session: Session, row: m.Run) -> records.RunSummary:
-    steps, ranks, last = _step_counts(session, row.id)
+def summary(session: Session, row: m.Run) -> records.RunSummary:
+    steps, ranks, last = step_counts(session, row.id)
     hypothesis_id = None
     if row.patch_id is not None:
         hypothesis_id = session.scalar(
@@ -142,13 +75,43 @@ def _summary(session: Session, row: m.Run) -> records.RunSummary:
         patch_id=row.patch_id,
         deploy_steps=int(deploy_count or 0),
         drift=drifted > 0 if checked else None,
-        log_files=LedgerBase._count(session, m.LogFile, m.LogFile.run_id == row.id),
-        probes=LedgerBase._count(session, m.Probe, m.Probe.run_id == row.id),
+        log_files=count(session, m.LogFile, m.LogFile.run_id == row.id),
+        probes=count(session, m.Probe, m.Probe.run_id == row.id),
         created_at=row.created_at,
     )
 
 
-def _probe_record(session: Session, probe: m.Probe) -> records.Probe:
+def detail(session: Session, row: m.Run) -> records.RunDetail:
+    """The run with its hypothesis, patch, deploy steps, log files and probes."""
+    patch = patch_record(session, row.patch_id) if row.patch_id is not None else None
+    hypothesis = None
+    if patch is not None:
+        hypothesis = records.from_row(
+            records.Hypothesis, session.get_one(m.Hypothesis, patch.hypothesis_id)
+        )
+    steps, ranks, last = step_counts(session, row.id)
+    logs = session.scalars(
+        select(m.LogFile).where(m.LogFile.run_id == row.id).order_by(m.LogFile.id)
+    ).all()
+    probes = session.scalars(
+        select(m.Probe).where(m.Probe.run_id == row.id).order_by(m.Probe.started_at)
+    ).all()
+    return records.from_row(
+        records.RunDetail,
+        row,
+        run=row.name,
+        steps=steps,
+        ranks=ranks,
+        last_step=last,
+        hypothesis=hypothesis,
+        patch=patch,
+        deploy_steps=deploys.steps_of(session, row.id, row.name),
+        log_files=[records.from_row(records.LogFile, f) for f in logs],
+        probes=[probe_record(session, p) for p in probes],
+    )
+
+
+def probe_record(session: Session, probe: m.Probe) -> records.Probe:
     gpus = session.scalars(
         select(m.GpuSample).where(m.GpuSample.probe_id == probe.id).order_by(m.GpuSample.gpu_index)
     ).all()

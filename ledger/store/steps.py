@@ -1,173 +1,393 @@
-"""Per-step rows: the hot path of ingestion and of the hook.
+"""Per-step rows in and out: the one step writer (ingest, the API and the hook all use it)
+and the column readers behind steps_frame, metrics_frame and the analyzer.
 
-Steps arrive by the million, so they bypass the ORM: one executemany of plain tuples per
-batch, inside one transaction, with ON CONFLICT DO NOTHING so that writing the same step
-twice (a re-read log, a retried batch) adds nothing twice.
+Steps arrive by the million, so they bypass the ORM: one executemany of bound parameters
+per batch, with ON CONFLICT DO NOTHING, so that writing the same step twice (a re-read log,
+a retried batch) adds nothing twice. What the columns cannot hold costs only itself: a
+value becomes NULL (or a float) and is counted, a row whose key cannot be stored is
+counted and skipped, and a batch the database refuses is retried row by row so that one
+bad row never takes the others with it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError, StatementError
 
-from ledger.db.types import NAN_TEXT, sqlite_float
-from ledger.store.base import LedgerBase
+from ledger.db.types import NAN_TEXT
+from ledger.errors import UsageError
+from ledger.model.records import StepWrite
+from ledger.model.terms import STEP_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-STEP_COLUMNS = (
-    "wall_time",
-    "step_time_s",
-    "gpu_time_s",
-    "tokens",
-    "throughput",
-    "loss",
-    "memory_allocated_mib",
-    "memory_reserved_mib",
-)
-_KEY = ("rank", "step")
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+INTEGER_COLUMNS = frozenset({"tokens"})
+KEY = ("rank", "step")
+PROBLEMS_KEPT = 5
+
+StepTuple = tuple[Any, ...]  # (rank, step, *values in the writer's column order)
+MetricTuple = tuple[Any, Any, Any, Any]  # (rank, step, name, value), checked by the writer
 
 
-def _quote(name: str) -> str:
-    return f'"{name}"'
+def placeholder(dialect: str) -> str:
+    """The driver's parameter marker: sqlite3 takes ?, psycopg takes %s."""
+    return "?" if dialect == "sqlite" else "%s"
 
 
-def _mark(conn: Connection) -> str:
-    """The driver's parameter placeholder: sqlite3 takes ?, psycopg takes %s."""
-    return "?" if conn.dialect.name == "sqlite" else "%s"
-
-
-def insert_statement(dialect: str, table: str, columns: tuple[str, ...]) -> str:
-    """An INSERT … ON CONFLICT DO NOTHING in the driver's own parameter style."""
-    mark = "?" if dialect == "sqlite" else "%s"
-    quoted = ", ".join(_quote(c) for c in columns)
+def insert_statement(dialect: str, table: str, columns: Sequence[str]) -> str:
+    """INSERT … ON CONFLICT DO NOTHING with one bound parameter per column."""
+    mark = placeholder(dialect)
+    names = ", ".join(f'"{c}"' for c in columns)
     marks = ", ".join(mark for _ in columns)
-    return f'INSERT INTO "{table}" ({quoted}) VALUES ({marks}) ON CONFLICT DO NOTHING'
+    return f'INSERT INTO "{table}" ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING'
 
 
-def write_steps(
-    conn: Connection, run_id: int, rows: Iterable[Mapping[str, Any]]
-) -> tuple[int, int]:
-    """Insert steps (and their extra scalars as metric rows) on an open connection.
+class StepWriter:
+    """Writes one run's step and metric rows on an open connection (inside its transaction).
 
-    Keys of a row that are not step columns become metrics. Returns (steps, metrics) sent.
+    `columns` names the values that follow (rank, step) in each step tuple; `log_file_id`
+    marks the rows as read from that log (NULL: the hook or the API).
     """
-    dialect = conn.dialect.name
-    fix = sqlite_float if dialect == "sqlite" else _identity
-    step_rows: list[tuple[Any, ...]] = []
-    metric_rows: list[tuple[Any, ...]] = []
-    known = set(STEP_COLUMNS) | set(_KEY)
+
+    def __init__(
+        self,
+        conn: Connection,
+        run_id: int,
+        *,
+        log_file_id: int | None = None,
+        columns: Sequence[str] = STEP_COLUMNS,
+    ) -> None:
+        unknown = [c for c in columns if c not in STEP_COLUMNS]
+        if unknown:
+            raise ValueError(f"not step columns: {unknown}")
+        self.conn = conn
+        self.sqlite = conn.dialect.name == "sqlite"
+        self.prefix = (run_id, log_file_id)
+        self.columns = tuple(columns)
+        self.integer = tuple(c in INTEGER_COLUMNS for c in self.columns)
+        dialect = conn.dialect.name
+        self._step_sql = insert_statement(
+            dialect, "step", ("run_id", "log_file_id", *KEY, *self.columns)
+        )
+        self._metric_sql = insert_statement(
+            dialect, "metric", ("run_id", "log_file_id", *KEY, "name", "value")
+        )
+
+    def write(
+        self,
+        rows: Sequence[StepTuple],
+        metrics: Sequence[MetricTuple] = (),
+        *,
+        trusted: bool = False,
+        nan: bool = True,
+    ) -> StepWrite:
+        """Send step and metric tuples; returns what was stored and what was not.
+
+        `trusted`: the rows come from ledger's own log reader, whose keys are int64 and
+        whose values are numbers or None; only NaN needs converting on SQLite (and only
+        when `nan` says a batch may hold one). Otherwise every value is checked.
+        """
+        if trusted:
+            report = StepWrite()
+            step_params = self._trusted(rows, nan)
+            metric_params = self._trusted_metrics(metrics, nan)
+        else:
+            step_params, report = self._checked(rows)
+            metric_params, metric_report = self._checked_metrics(metrics)
+            report += metric_report
+        sent, refused, problem = self._send(self._step_sql, step_params)
+        report += StepWrite(steps=sent, bad_rows=refused, problems=problem)
+        sent, refused, problem = self._send(self._metric_sql, metric_params)
+        return report + StepWrite(metrics=sent, bad_rows=refused, problems=problem)
+
+    def write_mappings(self, rows: Iterable[Mapping[str, Any]]) -> StepWrite:
+        """Rows as mappings (`step`, `rank`, step columns; other keys become metrics)."""
+        step_rows, metric_rows = split_mappings(rows, self.columns)
+        return self.write(step_rows, metric_rows)
+
+    # -- turning rows into parameters ----------------------------------------------------
+
+    def _trusted(self, rows: Sequence[StepTuple], nan: bool) -> list[tuple[Any, ...]]:
+        prefix = self.prefix
+        if self.sqlite and nan:
+            return [(*prefix, *(_nan_text(v) for v in r)) for r in rows]
+        return [(*prefix, *r) for r in rows]
+
+    def _trusted_metrics(self, rows: Sequence[MetricTuple], nan: bool) -> list[tuple[Any, ...]]:
+        prefix = self.prefix
+        if self.sqlite and nan:
+            return [(*prefix, r, s, n, _nan_text(v)) for r, s, n, v in rows]
+        return [(*prefix, *r) for r in rows]
+
+    def _checked(self, rows: Sequence[StepTuple]) -> tuple[list[tuple[Any, ...]], StepWrite]:
+        out: list[tuple[Any, ...]] = []
+        bad_values = bad_rows = 0
+        problems: list[str] = []
+        width = len(self.columns)
+        for row in rows:
+            rank, step = key(row[0] if row[0] is not None else 0), key(row[1])
+            if rank is None or step is None:
+                bad_rows += 1
+                _note(problems, f"step {row[1]!r} of rank {row[0]!r} is not a 64-bit integer")
+                continue
+            values = []
+            for i, integer in enumerate(self.integer):
+                raw = row[2 + i] if 2 + i < len(row) else None
+                value, bad = integer_value(raw) if integer else float_value(raw, self.sqlite)
+                if bad:
+                    bad_values += 1
+                    _note(problems, f"{self.columns[i]}={_short(raw)} cannot be stored")
+                values.append(value)
+            if len(row) > 2 + width:
+                raise ValueError(f"a step row has {len(row) - 2} values for {width} columns")
+            out.append((*self.prefix, rank, step, *values))
+        return out, StepWrite(bad_values=bad_values, bad_rows=bad_rows, problems=tuple(problems))
+
+    def _checked_metrics(
+        self, rows: Sequence[MetricTuple]
+    ) -> tuple[list[tuple[Any, ...]], StepWrite]:
+        out: list[tuple[Any, ...]] = []
+        bad_values = bad_rows = 0
+        problems: list[str] = []
+        for rank_, step_, name_, raw in rows:
+            rank, step = key(rank_ if rank_ is not None else 0), key(step_)
+            if rank is None or step is None:
+                bad_rows += 1
+                _note(problems, f"step {step_!r} of rank {rank_!r} is not a 64-bit integer")
+                continue
+            name, renamed = metric_name(name_)
+            value, bad = float_value(raw, self.sqlite)
+            if renamed or bad:
+                bad_values += 1
+                _note(problems, f"metric {_short(name_)}={_short(raw)} cannot be stored as given")
+            out.append((*self.prefix, rank, step, name, value))
+        return out, StepWrite(bad_values=bad_values, bad_rows=bad_rows, problems=tuple(problems))
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _send(self, sql: str, params: list[tuple[Any, ...]]) -> tuple[int, int, tuple[str, ...]]:
+        """executemany in a savepoint; if the database refuses the batch, row by row.
+
+        Returns (rows sent, rows refused, the first refusal in words). A locked or lost
+        database (OperationalError) is not the rows' fault: it propagates, for the caller
+        to retry the whole transaction.
+        """
+        if not params:
+            return 0, 0, ()
+        try:
+            with self.conn.begin_nested():
+                self.conn.exec_driver_sql(sql, params)
+            return len(params), 0, ()
+        except OperationalError:
+            raise
+        except (StatementError, OverflowError, ValueError):
+            pass  # some row is bad: find it below, keep the others
+        refused = 0
+        problem: tuple[str, ...] = ()
+        for one in params:
+            try:
+                with self.conn.begin_nested():
+                    self.conn.exec_driver_sql(sql, [one])
+            except OperationalError:
+                raise
+            except (StatementError, OverflowError, ValueError) as exc:
+                refused += 1
+                if not problem:
+                    reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+                    problem = (f"a row was refused: {reason[0] if reason else type(exc).__name__}",)
+        return len(params) - refused, refused, problem
+
+
+def split_mappings(
+    rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = STEP_COLUMNS
+) -> tuple[list[StepTuple], list[MetricTuple]]:
+    """Mappings → step tuples in `columns` order, and metric tuples for every other key."""
+    known = set(columns) | set(KEY)
+    step_rows: list[StepTuple] = []
+    metric_rows: list[MetricTuple] = []
     for row in rows:
-        rank = int(row.get("rank") or 0)
-        step = int(row["step"])
-        step_rows.append((run_id, rank, step, *(fix(_number(row.get(c))) for c in STEP_COLUMNS)))
+        rank, step = row.get("rank") or 0, row.get("step")
+        step_rows.append((rank, step, *(row.get(c) for c in columns)))
         for name, value in row.items():
             if name not in known and value is not None:
-                metric_rows.append((run_id, rank, step, str(name), fix(_number(value))))
-    if step_rows:
-        conn.exec_driver_sql(
-            insert_statement(dialect, "step", ("run_id", *_KEY, *STEP_COLUMNS)), step_rows
-        )
-    if metric_rows:
-        conn.exec_driver_sql(
-            insert_statement(dialect, "metric", ("run_id", *_KEY, "name", "value")), metric_rows
-        )
-    return len(step_rows), len(metric_rows)
+                metric_rows.append((rank, step, name, value))
+    return step_rows, metric_rows
 
 
-def _identity(value: Any) -> Any:
+# -- values ------------------------------------------------------------------------------
+
+
+def key(value: Any) -> int | None:
+    """A step or rank as a 64-bit int, or None when it cannot be one."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if INT_MIN <= value <= INT_MAX else None
+    number = _plain(value)
+    if isinstance(number, int):
+        return number if INT_MIN <= number <= INT_MAX else None
+    if isinstance(number, float) and number.is_integer() and INT_MIN <= number <= INT_MAX:
+        return int(number)
+    return None
+
+
+def integer_value(value: Any) -> tuple[int | None, bool]:
+    """(what to store in an integer column, whether the value had to be dropped)."""
+    if value is None:
+        return None, False
+    number = _plain(value)
+    if isinstance(number, bool):
+        return int(number), False
+    if isinstance(number, int):
+        return (number, False) if INT_MIN <= number <= INT_MAX else (None, True)
+    if isinstance(number, float) and math.isfinite(number) and INT_MIN <= number <= INT_MAX:
+        return round(number), False
+    return None, True
+
+
+def float_value(value: Any, sqlite: bool) -> tuple[Any, bool]:
+    """(what to store in a float column, whether the value had to be dropped).
+
+    NaN is data (a diverged loss) and goes to SQLite as the text 'NaN' (ledger.db.types);
+    an int too large for 64 bits is stored as the nearest float.
+    """
+    if value is None:
+        return None, False
+    number = _plain(value)
+    if isinstance(number, bool):
+        return float(number), False
+    if isinstance(number, int):
+        return (number if INT_MIN <= number <= INT_MAX else float(number)), False
+    if isinstance(number, float):
+        return (NAN_TEXT if sqlite and math.isnan(number) else number), False
+    return None, True
+
+
+def metric_name(name: Any) -> tuple[str, bool]:
+    """A metric's name as text both databases accept: NUL and lone surrogates escaped."""
+    text = name if isinstance(name, str) else str(name)
+    if "\x00" not in text:
+        try:
+            text.encode("utf-8")
+            return text, False
+        except UnicodeEncodeError:
+            pass
+    fixed = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return fixed, True
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars, 0-d tensors, Decimals and numeric strings as plain Python numbers."""
+    if isinstance(value, int | float):
+        return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            value = item()
+        except (TypeError, ValueError, RuntimeError):  # not a scalar (a tensor of many)
+            return None
+        if isinstance(value, int | float):
+            return value
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _nan_text(value: Any) -> Any:
+    if value.__class__ is float and value != value:  # NaN; the cheapest test on the hot path
+        return NAN_TEXT
     return value
 
 
-def _number(value: Any) -> Any:
-    """Store what is given; tensors and numpy scalars become plain Python numbers."""
-    if value is None or isinstance(value, int | float):
-        return value
-    item = getattr(value, "item", None)
-    return item() if callable(item) else float(value)
+def _note(problems: list[str], text: str) -> None:
+    if len(problems) < PROBLEMS_KEPT:
+        problems.append(text)
 
 
-class StepsMixin(LedgerBase):
-    def add_steps(
-        self,
-        run: str,
-        rows: Iterable[Mapping[str, Any]],
-        *,
-        throughput_unit: str | None = None,
-    ) -> int:
-        """Add per-step rows to a run (created if new); returns how many rows were sent.
-
-        A row is a mapping with `step` (required), `rank` (default 0), any of STEP_COLUMNS,
-        and any further named scalars, which are stored in `metric`.
-        """
-        with self._write() as session:
-            run_row = self._ensure_run(session, run)
-            if throughput_unit is not None and run_row.throughput_unit != throughput_unit:
-                run_row.throughput_unit = throughput_unit
-            session.flush()
-            sent, _ = write_steps(session.connection(), run_row.id, rows)
-            return sent
-
-    def steps_frame(self, run: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
-        """A run's steps as a DataFrame (rank, step, then the step columns), ordered by step.
-
-        Read with the driver's own cursor straight into numpy, about as fast as sqlite3
-        can hand rows to Python; missing values and NaN both come back as NaN.
-        """
-        import numpy as np
-        import pandas as pd
-
-        wanted = tuple(columns) if columns is not None else STEP_COLUMNS
-        unknown = [c for c in wanted if c not in STEP_COLUMNS]
-        if unknown:
-            from ledger.errors import UsageError
-
-            raise UsageError(f"no step column {unknown[0]!r}; columns: {', '.join(STEP_COLUMNS)}")
-        names = ("rank", "step", *wanted)
-        with self._read() as session:
-            run_id = self._run_row(session, run).id
-            conn = session.connection()
-            # (rank, step) is the primary key's order: no sort in the database
-            table = _fetch_floats(
-                conn,
-                f"SELECT {', '.join(_quote(n) for n in names)} FROM step "
-                f"WHERE run_id = {_mark(conn)} ORDER BY rank, step",
-                (run_id,),
-                len(names),
-            )
-        rank = table[:, 0].astype(np.int64)
-        step = table[:, 1].astype(np.int64)
-        if len(rank) and rank[0] != rank[-1]:  # several ranks: order by step, then rank
-            order = np.lexsort((rank, step))
-            table, rank, step = table[order], rank[order], step[order]
-        data = {"rank": rank, "step": step}
-        data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
-        return pd.DataFrame(data, columns=list(names))
-
-    def metrics_frame(self, run: str) -> pd.DataFrame:
-        """A run's further scalars in long form: rank, step, name, value."""
-        import pandas as pd
-
-        with self._read() as session:
-            run_id = self._run_row(session, run).id
-            conn = session.connection()
-            data = conn.exec_driver_sql(
-                f"SELECT rank, step, name, value FROM metric WHERE run_id = {_mark(conn)} "
-                "ORDER BY step, rank, name",
-                (run_id,),
-            ).fetchall()
-        frame = pd.DataFrame.from_records(data, columns=["rank", "step", "name", "value"])
-        frame["value"] = _float_column(frame["value"])
-        return frame
+def _short(value: Any, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: int) -> np.ndarray:
+def forget_log_rows(conn: Connection, run_id: int, log_file_id: int) -> None:
+    """Delete the step and metric rows read from one log (a rewritten log is read again)."""
+    mark = placeholder(conn.dialect.name)
+    for table in ("metric", "step"):
+        conn.exec_driver_sql(
+            f"DELETE FROM {table} WHERE run_id = {mark} AND log_file_id = {mark}",
+            (run_id, log_file_id),
+        )
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def check_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
+    wanted = tuple(columns) if columns is not None else STEP_COLUMNS
+    unknown = [c for c in wanted if c not in STEP_COLUMNS]
+    if unknown:
+        raise UsageError(f"no step column {unknown[0]!r}; columns: {', '.join(STEP_COLUMNS)}")
+    return wanted
+
+
+def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.DataFrame:
+    """A run's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
+    import numpy as np
+    import pandas as pd
+
+    names = ("rank", "step", *wanted)
+    # (rank, step) is the primary key's order: no sort in the database
+    table = fetch_floats(
+        conn,
+        f"SELECT {', '.join(names)} FROM step "
+        f"WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY rank, step",
+        (run_id,),
+        len(names),
+    )
+    rank = table[:, 0].astype(np.int64)
+    step = table[:, 1].astype(np.int64)
+    if len(rank) and rank[0] != rank[-1]:  # several ranks: order by step, then rank
+        order = np.lexsort((rank, step))
+        table, rank, step = table[order], rank[order], step[order]
+    data: dict[str, Any] = {"rank": rank, "step": step}
+    data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
+    return pd.DataFrame(data, columns=list(names))
+
+
+def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
+    """A run's further scalars in long form: rank, step, name, value."""
+    import pandas as pd
+
+    data = conn.exec_driver_sql(
+        f"SELECT rank, step, name, value FROM metric "
+        f"WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY step, rank, name",
+        (run_id,),
+    ).fetchall()
+    frame = pd.DataFrame.from_records(data, columns=["rank", "step", "name", "value"])
+    frame["value"] = float_column(frame["value"])
+    return frame
+
+
+def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
+    mark = placeholder(conn.dialect.name)
+    where = f"FROM step WHERE run_id = {mark}"
+    # one aggregate per subquery: SQLite then reads each end of the key, not the range
+    low, high = conn.exec_driver_sql(
+        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
+    ).one()
+    return low, high
+
+
+def fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: int) -> np.ndarray:
     """Rows of numbers as a float64 array of shape (rows, width), NULL and 'NaN' as NaN.
 
     Goes through the DBAPI cursor: SQLAlchemy's Row objects cost more than the query.
@@ -175,7 +395,9 @@ def _fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: in
     """
     import numpy as np
 
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    driver = conn.connection.driver_connection
+    assert driver is not None  # an open connection always has one
+    cursor = driver.cursor()
     try:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -187,7 +409,7 @@ def _fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: in
     return flat.reshape(len(rows), width)
 
 
-def _float_column(series: pd.Series) -> pd.Series:
+def float_column(series: pd.Series) -> pd.Series:
     """SQLite hands NaN back as the text 'NaN' (see ledger.db.types.Real)."""
     # pandas 3 reads a column of only 'NaN' and None as its str dtype, not object: kind "O".
     if series.dtype.kind == "O":

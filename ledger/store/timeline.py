@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.model import records
-from ledger.store.base import LedgerBase
 
 # When two rows share a timestamp, the causal order: an idea precedes its patch, etc.
 _ORDER = {
@@ -25,20 +24,18 @@ def _short(text: str | None, width: int = 90) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-class TimelineMixin(LedgerBase):
-    def timeline(self) -> list[records.TimelineEntry]:
-        with self._read() as session:
-            inv = self._investigation_id_in(session)
-            entries = [
-                *_hypotheses(session, inv),
-                *_patches(session, inv),
-                *_runs(session, inv),
-                *_deploys(session, inv),
-                *_log_files(session, inv),
-                *_probes(session, inv),
-            ]
-        entries.sort(key=lambda e: (e.when, _ORDER[e.kind], e.id))
-        return entries
+def entries(session: Session, inv: int) -> list[records.TimelineEntry]:
+    """Every row of the investigation in time order (causal order within a timestamp)."""
+    found = [
+        *_hypotheses(session, inv),
+        *_patches(session, inv),
+        *_runs(session, inv),
+        *_deploys(session, inv),
+        *_log_files(session, inv),
+        *_probes(session, inv),
+    ]
+    found.sort(key=lambda e: (e.when, _ORDER[e.kind], e.id))
+    return found
 
 
 def _entry(

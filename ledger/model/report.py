@@ -1,7 +1,7 @@
 """What a report shows, gathered into plain objects before anything is drawn.
 
-The store fills a `ReportData` (ledger.store.report); figures and HTML only read it, so
-they can be tested on hand-made data and never touch the database.
+The store fills a `ReportData` (ledger.store.report); figures and HTML (ledger.report)
+only read it, so they can be tested on hand-made data and never touch the database.
 """
 
 from __future__ import annotations
@@ -13,21 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
     from ledger.model.records import Hypothesis, RunDetail, TimelineEntry
-
-FATE_COLORS = {
-    "finished": "#2a9d8f",
-    "running": "#457b9d",
-    "loading": "#8d99ae",
-    "stalled": "#e9c46a",
-    "oom": "#d62828",
-    "crashed": "#9d0208",
-    "nccl": "#f77f00",
-    "killed": "#6a040f",
-    "unknown": "#6c757d",
-}
-# Fates that mean the attempt failed on its own; `killed` is often the engineer stopping a
-# run to try the next idea, so it is labelled but not marked as a failure.
-FAILED_FATES = ("oom", "crashed", "nccl")
 
 
 @dataclass(frozen=True)

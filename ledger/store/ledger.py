@@ -1,0 +1,600 @@
+"""The Ledger: one typed facade over the store's modules, and the only code that writes rows.
+
+Each public method is short and owns its transaction: a read session (`_read`) or a write
+session (`_write`, which takes SQLite's write lock up front), inside which it calls plain
+functions of the aggregate modules (ledger.store.runs, .fixes, .deploys, .ingest, …). Slow
+work that needs no database (running a deploy command, hashing files, analysing steps)
+happens between transactions, never inside one. Methods return records from
+ledger.model, never ORM rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ledger.config import DEFAULT_INVESTIGATION, Location, locate
+from ledger.db import models as m
+from ledger.db import schema
+from ledger.db.engine import BUSY_TIMEOUT_MS, make_engine, session_scope, translate_errors
+from ledger.errors import LedgerError, LedgerNotFoundError
+from ledger.hashing import sha256_file
+from ledger.model import records
+from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
+from ledger.model.records import FateChange, StepWrite
+from ledger.model.terms import FINAL_FATES
+from ledger.proc import run_command
+from ledger.store import (
+    compare,
+    deploys,
+    fixes,
+    hypotheses,
+    ingest,
+    lookup,
+    meter,
+    probes,
+    runs,
+    settings,
+    steps,
+    timeline,
+    trainer_state,
+)
+from ledger.store import report as report_data
+from ledger.store.ingest import STALL_AFTER_S
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ledger.analyze import StepColumns
+    from ledger.model.report import ReportData
+
+Echo = Callable[[bytes], None]
+
+
+class Ledger:
+    """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
+
+    def __init__(self, location: Location, engine: Engine, investigation: str) -> None:
+        self.location = location
+        self.engine = engine
+        self.investigation_name = investigation
+        self.created = False  # True when this open made the schema
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        db: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        investigation: str | None = None,
+        busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
+        connect_timeout: float | None = None,
+    ) -> Ledger:
+        """Open the ledger at `db` (a path or URL), or the one discovery finds.
+
+        `create=False` refuses a ledger that does not exist yet. `busy_timeout` bounds the
+        wait for SQLite's write lock; `connect_timeout` the wait for a PostgreSQL server.
+        """
+        location = locate(db)
+        where = location.display()
+        if not create and location.path is not None and not location.path.exists():
+            raise LedgerNotFoundError(
+                f"no ledger at {where}; run `ledger init` here, or pass --db / set LEDGER_DB"
+            )
+        engine = make_engine(
+            location.url,
+            create_dir=create,
+            busy_timeout=busy_timeout,
+            connect_timeout=connect_timeout,
+        )
+        try:
+            with translate_errors(location.url):
+                created = schema.prepare(engine, where, create=create)
+        except BaseException:
+            engine.dispose()  # a refused ledger must not leave connections behind
+            raise
+        ledger = cls(location, engine, investigation or DEFAULT_INVESTIGATION)
+        ledger.created = created
+        return ledger
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Ledger {self.location.display()} investigation={self.investigation_name!r}>"
+
+    @contextmanager
+    def _read(self) -> Iterator[tuple[Session, int]]:
+        """A read session and the investigation's id (no rows match one not created yet)."""
+        with translate_errors(self.location.url), session_scope(self.engine, write=False) as s:
+            yield s, lookup.investigation_id(s, self.investigation_name)
+
+    @contextmanager
+    def _write(self) -> Iterator[tuple[Session, int]]:
+        """A write session and the investigation's id (created when new)."""
+        with translate_errors(self.location.url), session_scope(self.engine, write=True) as s:
+            yield s, lookup.investigation_row(s, self.investigation_name).id
+
+    # -- the investigation and its baseline ---------------------------------------------
+
+    def investigation(self) -> records.Investigation:
+        with self._write() as (s, inv):
+            return records.from_row(records.Investigation, s.get_one(m.Investigation, inv))
+
+    def baseline(self) -> Baseline:
+        """The throughput the investigation is trying to get back to (value None: none)."""
+        with self._read() as (s, _):
+            return compare.baseline(s, self.investigation_name)
+
+    def set_baseline(self, value: float | None, unit: str | None = None) -> Baseline:
+        """Set the baseline (a finite throughput above 0), or clear it with None; the unit
+        stays unless given (tok/s when there was none)."""
+        value = compare.check_baseline(value)
+        with self._write() as (s, _):
+            return compare.set_baseline(s, self.investigation_name, value, unit, "investigation")
+
+    def set_baseline_from_run(self, run: str, *, threshold: float | None = None) -> Baseline:
+        """Make the steady median of `run` the baseline (in the run's unit)."""
+        analysis = self.analyze(run, threshold=threshold, baseline=None)
+        with self._write() as (s, _):
+            return compare.set_baseline(
+                s, self.investigation_name, analysis.median, analysis.unit, f"run {run}"
+            )
+
+    # -- hypotheses and fixes -------------------------------------------------------------
+
+    def add_hypothesis(self, text: str, *, parent: int | None = None) -> records.Hypothesis:
+        text = hypotheses.check_text(text)
+        with self._write() as (s, inv):
+            return hypotheses.add(s, inv, text, parent)
+
+    def resolve_hypothesis(
+        self, hypothesis_id: int, status: str, *, note: str | None = None
+    ) -> records.Hypothesis:
+        status = hypotheses.check_resolution(status)
+        with self._write() as (s, inv):
+            return hypotheses.resolve(s, inv, hypothesis_id, status, note)
+
+    def hypothesis(self, hypothesis_id: int) -> records.Hypothesis:
+        with self._read() as (s, inv):
+            return hypotheses.get(s, inv, hypothesis_id)
+
+    def hypotheses(self, *, status: str | None = None) -> list[records.Hypothesis]:
+        status = hypotheses.check_status(status)
+        with self._read() as (s, inv):
+            return hypotheses.listed(s, inv, status)
+
+    def record_fix(
+        self,
+        hypothesis: int | str,
+        summary: str,
+        *,
+        diff: str | None = None,
+        git_dir: str | os.PathLike[str] | None = None,
+        files: Sequence[str | os.PathLike[str]] = (),
+        run: str | None = None,
+    ) -> records.FixRecord:
+        """Record in one transaction: the hypothesis (new unless `hypothesis` is an id), the
+        patch with its diff and the sha256 of every file it touched, and the run that tests
+        it. With `git_dir`, the diff is `git diff HEAD` there and the commit is HEAD."""
+        patch = fixes.prepare(summary, diff, git_dir, files)
+        with self._write() as (s, inv):
+            return fixes.record(s, inv, hypothesis, patch, run)
+
+    def patch(self, patch_id: int) -> records.Patch:
+        with self._read() as (s, _):
+            return fixes.patch_record(s, patch_id)
+
+    # -- deploys ----------------------------------------------------------------------------
+
+    def check_artifact(self, run: str, artifact: str | os.PathLike[str]) -> records.DriftCheck:
+        """Compare a file about to be shipped with what the run's patch recorded."""
+        digest = sha256_file(artifact)
+        with self._read() as (s, inv):
+            return deploys.drift_check(s, inv, run, artifact, digest)
+
+    def deploy(
+        self,
+        run: str,
+        step: str,
+        command: Sequence[str],
+        *,
+        artifact: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        echo: Echo | None = None,
+    ) -> records.DeployStep:
+        """Run one deploy step (no shell) and record it; the row exists before the command
+        starts, so a deploy killed halfway still shows up (with no exit code)."""
+        argv = deploys.check_command(command, step)
+        check = self.check_artifact(run, artifact) if artifact is not None else None
+        with self._write() as (s, inv):
+            step_id = deploys.new_step(s, inv, run, step, argv, check).id
+        result = run_command(argv, timeout=timeout, echo=echo)
+        with self._write() as (s, _):
+            done = deploys.finish_step(s, step_id, run, result)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        return done
+
+    def record_deploy(
+        self,
+        run: str,
+        step: str,
+        command: Sequence[str],
+        *,
+        exit_code: int,
+        artifact: str | os.PathLike[str] | None = None,
+        output: str | None = None,
+    ) -> records.DeployStep:
+        """Record a step that ran elsewhere."""
+        argv = deploys.check_command(command, step)
+        check = self.check_artifact(run, artifact) if artifact is not None else None
+        with self._write() as (s, inv):
+            return deploys.record_only(s, inv, run, step, argv, check, exit_code, output)
+
+    def deploy_steps(self, run: str) -> list[records.DeployStep]:
+        with self._read() as (s, inv):
+            return deploys.steps_of(s, lookup.run_row(s, inv, run).id, run)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def ensure_run(self, name: str) -> records.RunSummary:
+        """The run called `name`, created (with fate unknown) when it does not exist yet."""
+        with self._write() as (s, inv):
+            row, _ = lookup.ensure_run(s, inv, name)
+            return runs.summary(s, row)
+
+    def set_fate(self, run: str, fate: str, reason: str | None = None) -> None:
+        with self._write() as (s, inv):
+            runs.set_fate(s, inv, run, fate, reason)
+
+    def run_names(self) -> list[str]:
+        """Every run's name, oldest first."""
+        with self._read() as (s, inv):
+            return [row.name for row in runs.ordered(s, inv)]
+
+    def runs(self) -> list[records.RunSummary]:
+        with self._read() as (s, inv):
+            return [runs.summary(s, row) for row in runs.ordered(s, inv)]
+
+    def run_summary(self, run: str) -> records.RunSummary:
+        with self._read() as (s, inv):
+            return runs.summary(s, lookup.run_row(s, inv, run))
+
+    def show(self, run: str) -> records.RunDetail:
+        """The run with its hypothesis, patch, deploy steps, log files and probes."""
+        with self._read() as (s, inv):
+            return runs.detail(s, lookup.run_row(s, inv, run))
+
+    def runs_frame(self) -> pd.DataFrame:
+        """`runs()` as a pandas DataFrame, one row per run."""
+        import pandas as pd
+
+        rows = [r.to_dict() for r in self.runs()]
+        frame = pd.DataFrame(rows, columns=list(records.RunSummary.__dataclass_fields__))
+        frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+        return frame
+
+    def timeline(self) -> list[records.TimelineEntry]:
+        """Every row of the investigation in time order."""
+        with self._read() as (s, inv):
+            return timeline.entries(s, inv)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def add_steps(
+        self,
+        run: str,
+        rows: Iterable[Mapping[str, Any]],
+        *,
+        throughput_unit: str | None = None,
+    ) -> int:
+        """Add per-step rows to a run (created if new); returns how many rows were sent.
+
+        A row is a mapping with `step` (required), `rank` (default 0), any of the step
+        columns (ledger.model.terms.STEP_COLUMNS), and further named scalars (metrics).
+        """
+        return self.write_steps(run, rows, throughput_unit=throughput_unit).steps
+
+    def write_steps(
+        self,
+        run: str,
+        rows: Iterable[Mapping[str, Any]],
+        *,
+        throughput_unit: str | None = None,
+    ) -> StepWrite:
+        """`add_steps`, returning what was stored and what could not be (counted, in words)."""
+        with self._write() as (s, inv):
+            row, _ = lookup.ensure_run(s, inv, run)
+            if throughput_unit is not None and row.throughput_unit != throughput_unit:
+                row.throughput_unit = throughput_unit
+            s.flush()
+            return steps.StepWriter(s.connection(), row.id).write_mappings(rows)
+
+    def steps_frame(self, run: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """A run's steps as a DataFrame (rank, step, then the step columns), ordered by step.
+
+        Read with the driver's own cursor straight into numpy, about as fast as sqlite3
+        can hand rows to Python; missing values and NaN both come back as NaN.
+        """
+        wanted = steps.check_columns(columns)
+        with self._read() as (s, inv):
+            run_id = lookup.run_row(s, inv, run).id
+            return steps.steps_frame(s.connection(), run_id, wanted)
+
+    def metrics_frame(self, run: str) -> pd.DataFrame:
+        """A run's further scalars in long form: rank, step, name, value."""
+        with self._read() as (s, inv):
+            run_id = lookup.run_row(s, inv, run).id
+            return steps.metrics_frame(s.connection(), run_id)
+
+    def step_columns(self, run: str) -> StepColumns:
+        """The run's steps as arrays for ledger.analyze."""
+        with self._read() as (s, inv):
+            return compare.step_columns(s, lookup.run_row(s, inv, run).id)
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def log_patterns(self) -> list[str]:
+        """The user's own step-line regexes, kept in the ledger's settings."""
+        with self._read() as (s, _):
+            return settings.patterns(s)
+
+    def add_log_pattern(self, pattern: str) -> list[str]:
+        settings.check_pattern(pattern)
+        with self._write() as (s, _):
+            return settings.add_pattern(s, pattern)
+
+    def remove_log_pattern(self, number: int) -> list[str]:
+        with self._write() as (s, _):
+            return settings.remove_pattern(s, number)
+
+    def ingest(
+        self,
+        path: str | os.PathLike[str],
+        run: str | None = None,
+        *,
+        patterns: Sequence[str] = (),
+        tokens_per_step: float | None = None,
+        progress: ingest.Progress | None = None,
+        stall_after: float = STALL_AFTER_S,
+        cache: ingest.PrefixCache | None = None,
+    ) -> records.IngestResult:
+        """Read what is new in a log (or a trainer_state.json) into `run` (default: named
+        after the file); `cache` is what `follow` keeps between looks."""
+        file = Path(path)
+        ingest.check_readable(file)
+        name = run or ingest.run_name_for(file)
+        if file.name.endswith(".json"):
+            with self._write() as (s, inv):
+                return trainer_state.ingest(s, inv, file, name)
+        with self._write() as (s, inv):
+            request = ingest.LogRequest(
+                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache
+            )
+            return ingest.read_log(s, inv, file, name, request)
+
+    def follow(
+        self,
+        path: str | os.PathLike[str],
+        run: str | None = None,
+        *,
+        interval: float = 2.0,
+        patterns: Sequence[str] = (),
+        tokens_per_step: float | None = None,
+        stall_after: float = STALL_AFTER_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[records.IngestResult]:
+        """Ingest a growing log every `interval` seconds; yields each look's result, the
+        first one always and then those that read something or changed the fate, and
+        stops after a final fate (finished, oom, crashed, nccl, killed)."""
+        cache = ingest.PrefixCache()
+        last: records.IngestResult | None = None
+        while True:
+            result = self.ingest(
+                path, run, patterns=patterns, tokens_per_step=tokens_per_step,
+                stall_after=stall_after, cache=cache,
+            )  # fmt: skip
+            if last is None or result.read_bytes or result.reset or result.fate != last.fate:
+                yield result
+            last = result
+            if result.fate in FINAL_FATES:
+                return
+            sleep(interval)
+
+    def log_events(self, run: str, kind: str | None = None) -> list[dict[str, Any]]:
+        """A run's log events in order: line, kind, text, rank."""
+        with self._read() as (s, inv):
+            return ingest.log_events(s, lookup.run_row(s, inv, run).id, kind)
+
+    def probe(
+        self,
+        run: str,
+        command: Sequence[str],
+        *,
+        wait: float = 0.0,
+        timeout: float | None = None,
+        echo: Echo | None = None,
+        patterns: Sequence[str] = (),
+        stall_after: float = STALL_AFTER_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> records.ProbeResult:
+        """Wait `wait` seconds, run `command` (no shell), record and read what it said."""
+        argv = probes.check_command(command)
+        with self._write() as (s, inv):
+            probe_id, run_id = probes.start(s, inv, run, argv)
+            kept = settings.patterns(s)
+        if wait > 0:
+            sleep(wait)
+        result = run_command(argv, timeout=timeout, echo=echo)
+        with self._read() as (s, _):
+            earlier = probes.previous(s, run_id, probe_id)
+        reading = probes.read_output(run, argv, result, [*kept, *patterns], earlier, stall_after)
+        with self._write() as (s, _):
+            probes.finish(s, probe_id, run_id, result, reading)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        return probes.result_record(probe_id, run, result, reading)
+
+    # -- analysis ------------------------------------------------------------------------------
+
+    def analyze(
+        self, run: str, *, threshold: float | None = None, baseline: float | None = None
+    ) -> RunAnalysis:
+        """One run's steady window, statistics, outliers, change points and rank spread."""
+        from ledger.analyze import DEFAULT_THRESHOLD, analyze_run
+
+        with self._read() as (s, inv):
+            row = lookup.run_row(s, inv, run)
+            columns, unit = compare.step_columns(s, row.id), row.throughput_unit
+            if baseline is None:
+                baseline = compare.baseline(s, self.investigation_name).value
+        limit = DEFAULT_THRESHOLD if threshold is None else threshold
+        return analyze_run(run, columns, unit=unit, threshold=limit, baseline=baseline)
+
+    def compare(
+        self,
+        runs: Sequence[str],
+        *,
+        baseline: float | None = None,
+        threshold: float | None = None,
+        alpha: float | None = None,
+        resolve: int | None = None,
+        plot: str | os.PathLike[str] | None = None,
+    ) -> CompareReport:
+        """Analyse each run and compare every later run with the first (and with the
+        baseline: the investigation's, or `baseline`). `threshold` (0.02 = 2 %) and `alpha`
+        decide the verdicts. With `resolve` (two runs), the comparison is stored on that
+        hypothesis and resolves it (docs/analysis.md). With `plot`, the throughput figure
+        is written there (.png, .pdf or .svg)."""
+        import dataclasses
+
+        from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_runs
+
+        names = compare.check_names(runs, resolve)
+        if plot is not None:
+            from ledger.report.plots import check_plot_path
+
+            check_plot_path(plot)
+        with self._read() as (s, inv):
+            if resolve is not None:
+                hypotheses.get(s, inv, resolve)  # fail before the work when it does not exist
+            rows = [lookup.run_row(s, inv, name) for name in names]  # unknown names fail here
+            units = [row.throughput_unit for row in rows]
+            chosen = compare.override(compare.baseline(s, self.investigation_name), baseline, units)
+            data = [
+                (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
+            ]
+        report = compare_runs(
+            data,
+            baseline=chosen,
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+            alpha=DEFAULT_ALPHA if alpha is None else alpha,
+        )
+        report = dataclasses.replace(report, notes=compare.notes(report))
+        if plot is not None:
+            from ledger.report.plots import save_compare_figure
+
+            report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
+        if resolve is not None:
+            with self._write() as (s, _):
+                resolution = compare.resolve(s, self.investigation_name, report, resolve)
+            report = dataclasses.replace(report, resolution=resolution)
+        return report
+
+    def comparisons(self, *, hypothesis: int | None = None) -> list[records.StoredComparison]:
+        """Recorded comparisons (compare --resolve, watch decisions), oldest first."""
+        with self._read() as (s, inv):
+            return compare.stored(s, inv, hypothesis)
+
+    # -- the report ------------------------------------------------------------------------
+
+    def report_data(
+        self, runs: Sequence[str] | None = None, *, threshold: float | None = None
+    ) -> ReportData:
+        """Everything `ledger report` draws, for `runs` (default: every run, oldest first)."""
+        with self._read() as (s, inv):
+            found = report_data.gather(
+                s, inv, self.investigation_name, self.location.display(), runs
+            )
+        return report_data.build(found, threshold)
+
+    def write_report(
+        self,
+        out: str | os.PathLike[str],
+        runs: Sequence[str] | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> Path:
+        """Write the report to `out` (.html, .png or .pdf) and return its path."""
+        from ledger.report.render import check_format, write_report
+
+        check_format(out)  # before any work
+        return write_report(self.report_data(runs, threshold=threshold), out)
+
+    # -- the torch hook ------------------------------------------------------------------
+
+    def start_metered_run(
+        self, run: str, *, host: str | None, command: str | None, launched_at: datetime
+    ) -> records.MeteredRun:
+        """Create the run if needed and mark it running, for a StepMeter (see store.meter).
+
+        Ranks race to create the same run; on PostgreSQL a loser may see a unique violation
+        and finds the winner's row on the next try.
+        """
+        for attempt in range(5):
+            try:
+                with self._write() as (s, inv):
+                    return meter.start_run(
+                        s, inv, run, host=host, command=command, launched_at=launched_at
+                    )
+            except LedgerError as exc:
+                if not isinstance(exc.__cause__, IntegrityError) or attempt == 4:
+                    raise
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+            time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def write_meter_batch(
+        self,
+        run_id: int,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        metrics: Iterable[tuple[int, int, str, Any]] = (),
+        dropped: int = 0,
+        cost_us: float | None = None,
+        fates: Sequence[FateChange] = (),
+    ) -> StepWrite:
+        """One transaction of a StepMeter's writer: steps, metrics, drop count, cost, fates."""
+        with self._write() as (s, _):
+            return meter.write_batch(
+                s.connection(), run_id, rows, metrics=metrics, dropped=dropped,
+                cost_us=cost_us, fates=fates,
+            )  # fmt: skip
+
+    def meter_summary(self, run: str) -> records.MeterSummary:
+        with self._read() as (s, inv):
+            return meter.summary(s, inv, run)
+
+    def run_id(self, run: str) -> int:
+        with self._read() as (s, inv):
+            return lookup.run_row(s, inv, run).id

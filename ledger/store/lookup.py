@@ -1,0 +1,93 @@
+"""Finding and creating the rows every aggregate starts from: the investigation, a run, a
+hypothesis. Functions of an open session; each raises NotFoundError with "did you mean"
+suggestions when a name the caller gave does not exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from ledger.db import models as m
+from ledger.errors import NotFoundError
+
+NO_INVESTIGATION = -1  # the id a read uses for an investigation not created yet: no rows match
+
+
+def investigation_row(session: Session, name: str) -> m.Investigation:
+    """The investigation called `name`, created when it does not exist (write sessions)."""
+    row = session.scalar(select(m.Investigation).where(m.Investigation.name == name))
+    if row is None:
+        insert_if_missing(session, m.Investigation, name=name)
+        row = session.scalars(select(m.Investigation).where(m.Investigation.name == name)).one()
+    return row
+
+
+def investigation_id(session: Session, name: str) -> int:
+    """The investigation's id; NO_INVESTIGATION when it does not exist (reads see no rows)."""
+    found = session.scalar(select(m.Investigation.id).where(m.Investigation.name == name))
+    return NO_INVESTIGATION if found is None else int(found)
+
+
+def find_run(session: Session, inv: int, name: str) -> m.Run | None:
+    return session.scalar(select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name))
+
+
+def run_names(session: Session, inv: int) -> list[str]:
+    query = select(m.Run.name).where(m.Run.investigation_id == inv).order_by(m.Run.id)
+    return list(session.scalars(query).all())
+
+
+def run_row(session: Session, inv: int, name: str) -> m.Run:
+    """The run called `name`, or NotFoundError naming the closest known runs."""
+    row = find_run(session, inv, name)
+    if row is None:
+        raise NotFoundError("run", name, run_names(session, inv))
+    return row
+
+
+def ensure_run(session: Session, inv: int, name: str) -> tuple[m.Run, bool]:
+    """The run called `name`, created (fate unknown) when new; True when this call made it."""
+    row = find_run(session, inv, name)
+    if row is not None:
+        return row, False
+    created = insert_if_missing(session, m.Run, investigation_id=inv, name=name)
+    query = select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name)
+    return session.scalars(query).one(), created
+
+
+def hypothesis_row(session: Session, inv: int, hypothesis_id: int) -> m.Hypothesis:
+    row = session.scalar(
+        select(m.Hypothesis).where(
+            m.Hypothesis.investigation_id == inv, m.Hypothesis.id == hypothesis_id
+        )
+    )
+    if row is None:
+        known = session.scalars(
+            select(m.Hypothesis.id).where(m.Hypothesis.investigation_id == inv)
+        ).all()
+        raise NotFoundError("hypothesis", hypothesis_id, known)
+    return row
+
+
+def count(session: Session, model: type[m.Base], *where: ColumnElement[bool]) -> int:
+    return int(session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+def insert_if_missing(session: Session, model: type[m.Base], **values: Any) -> bool:
+    """INSERT … ON CONFLICT DO NOTHING; True when this call inserted the row.
+
+    Two processes creating the same run (eight ranks of one launch) both succeed, where
+    select-then-insert would fail one of them on PostgreSQL (SQLite's BEGIN IMMEDIATE
+    already serialises writers).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        result = session.execute(pg_insert(model).values(**values).on_conflict_do_nothing())
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        result = session.execute(sqlite_insert(model).values(**values).on_conflict_do_nothing())
+    return bool(getattr(result, "rowcount", 0) == 1)
