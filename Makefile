@@ -14,7 +14,7 @@ help:
 	@echo "make demo     run an example investigation end to end on a temporary ledger"
 	@echo "make test     run the test suite (SQLite; PostgreSQL too when LEDGER_TEST_PG_URL is set)"
 	@echo "make test-pg  run the database tests against LEDGER_TEST_PG_URL"
-	@echo "make lint     ruff"
+	@echo "make lint     ruff and mypy"
 	@echo "make bench    run the benchmarks in benchmarks/"
 	@echo "make docs     regenerate docs/commands.md from the CLI's help"
 
@@ -45,6 +45,7 @@ test-pg: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(BIN)/python -m ruff check ledger migrations tests benchmarks
 	$(BIN)/python -m ruff format --check ledger migrations tests benchmarks
+	$(BIN)/python -m mypy
 
 bench: $(VENV)/.dev
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -14,9 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-
-from ledger.db.types import utcnow
+from datetime import UTC, datetime
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 3.0
@@ -24,6 +22,10 @@ EXIT_TIMEOUT = 124  # what coreutils' `timeout` reports; a timed-out step is als
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 EXIT_INTERRUPTED = 130
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Every fixture log (tests/fixtures/logs, one per shape of LOG-SHAPES.md and per fate)
+"""Every fixture log (tests/fixtures/logs, one per known log shape and per fate)
 reads to what a person sees in it."""
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def test_parse_cli_json_needs_no_ledger(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and missing.stderr.startswith("Error:")
 
 
-# Shapes LOG-SHAPES.md does not list: read as far as they go, never a crash.
+# Shapes no fixture family covers: read as far as they go, never a crash.
 UNLISTED = {
     "maxtext": (
         "".join(

@@ -36,7 +36,9 @@ def _help(path: list[str], command: click.Command) -> str:
     parent = click.Context(cli, info_name="ledger", **cli.context_settings)
     ctx = parent
     for name in path:
-        ctx = click.Context(ctx.command.commands[name], info_name=name, parent=ctx)  # type: ignore[attr-defined]
+        group = ctx.command
+        assert isinstance(group, click.Group)  # every command on a path has subcommands
+        ctx = click.Context(group.commands[name], info_name=name, parent=ctx)
     formatter = ctx.make_formatter()
     formatter.width = 100
     command.format_help(ctx, formatter)

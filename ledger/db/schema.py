@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, inspect, text
 
@@ -107,7 +107,7 @@ def upgrade(engine: Engine, revision: str = "head") -> bool:
             # Batch migrations rebuild SQLite tables with DROP TABLE, which would fire
             # ON DELETE CASCADE into child tables; the pragma only changes outside a
             # transaction, so it goes straight to the driver before anything else runs.
-            conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+            _driver(conn).execute("PRAGMA foreign_keys=OFF")
         try:
             _lock_schema(conn)
             if revision == "head" and _revision(conn) == HEAD:
@@ -125,7 +125,14 @@ def upgrade(engine: Engine, revision: str = "head") -> bool:
         finally:
             if sqlite:
                 conn.rollback()
-                conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
+                _driver(conn).execute("PRAGMA foreign_keys=ON")
+
+
+def _driver(conn: Connection) -> Any:
+    """The DBAPI connection under `conn` (sqlite3's, for pragmas outside a transaction)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None  # an open connection always has one
+    return driver
 
 
 # Any fixed 64-bit number will do: it names ledger's lock among PostgreSQL advisory locks.

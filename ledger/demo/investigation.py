@@ -1,6 +1,6 @@
 """The example investigation behind `ledger demo` and `make demo`, end to end.
 
-It plays DESIGN.md's story with local stand-ins for the remote box (a folder `box/`, a
+It plays the story of a throughput hunt with local stand-ins for the remote box (a folder `box/`, a
 fake `nvidia-smi` that prints what the real one would): a baseline near 14.2K tok/s;
 a torch.compile run at ~10.5K with flex-attention recompilation warnings; an eager run
 (eager_restored); an unpadded one (eager_unpadded); a persistent GPU buffer cache that dies

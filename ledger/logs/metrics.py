@@ -1,4 +1,5 @@
-"""Per-step metric lines, in every shape of LOG-SHAPES.md and the generic ones.
+"""Per-step metric lines, in the shapes of the common trainers (torchtitan, Megatron,
+DeepSpeed, the Hugging Face Trainer…) and the generic ones.
 
 A line is read slowly once, by `generic()`: rank prefix, timestamp, `key: value` /
 `key=value` / `key value` pairs (keys may be several words before a colon, quoted as in a

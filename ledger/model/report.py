@@ -49,6 +49,11 @@ class ReportData:
         return [a for a in self.attempts if a.analysis is not None]
 
     @property
+    def analyses(self) -> list[RunAnalysis]:
+        """The analyses of the analysed attempts, in the same order as `analysed`."""
+        return [a.analysis for a in self.attempts if a.analysis is not None]
+
+    @property
     def unit(self) -> str | None:
-        units = [a.analysis.unit for a in self.analysed if a.analysis.unit]  # type: ignore[union-attr]
+        units = [a.unit for a in self.analyses if a.unit]
         return units[0] if units else self.baseline.unit

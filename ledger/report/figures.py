@@ -89,7 +89,7 @@ def marathon(ax: Axes, data: ReportData) -> Figure:
     names = [a.name for a in data.attempts]
     xs = np.arange(len(names))
     floor = 0.0
-    medians = [a.analysis.median for a in data.analysed]  # type: ignore[union-attr]
+    medians = [a.median for a in data.analyses]
     if medians:
         floor = min(medians) * 0.85
     for x, attempt in zip(xs, data.attempts, strict=True):
@@ -238,8 +238,8 @@ def overview_figures(data: ReportData) -> dict[str, Figure]:
 
 
 def _levels(data: ReportData) -> tuple[float | None, float | None]:
-    lows = [a.analysis.p10 for a in data.analysed if math.isfinite(a.analysis.p10)]  # type: ignore[union-attr]
-    highs = [a.analysis.p90 for a in data.analysed if math.isfinite(a.analysis.p90)]  # type: ignore[union-attr]
+    lows = [a.p10 for a in data.analyses if math.isfinite(a.p10)]
+    highs = [a.p90 for a in data.analyses if math.isfinite(a.p90)]
     if data.baseline.value is not None:
         lows.append(data.baseline.value)
         highs.append(data.baseline.value)

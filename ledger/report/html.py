@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -102,7 +103,7 @@ def _verdicts(data: ReportData) -> list[str]:
         items.append(f"Latest attempt: {_against_baseline(latest)}")
         # The first analysed run is the reference the others are compared with.
         tried = analysed[1:] or analysed
-        best = max(tried, key=lambda a: a.analysis.median)  # type: ignore[union-attr]
+        best = max(tried, key=lambda a: a.analysis.median if a.analysis else -math.inf)
         if best is not latest:
             items.append(f"Best attempt: {_against_baseline(best)}")
     for attempt in data.attempts:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger.errors import InputFileError, UsageError
 from ledger.model.report import ReportData
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = (".html", ".png", ".pdf")
 DPI = 110
@@ -49,9 +53,9 @@ def write_report(data: ReportData, out: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _png(figure: object) -> bytes:
+def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI)  # type: ignore[attr-defined]
+    figure.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
 
 

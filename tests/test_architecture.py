@@ -1,0 +1,156 @@
+"""The import contract: imports point one way, and each layer knows only what it must.
+
+    cli → API (store, report, hook, demo) → analyze, logs, db → model, errors, config
+
+Every `import` in ledger/ is read with ast — at module level and inside functions, since a
+lazy import is still a dependency — and checked against the layer table below. A test that
+plants a forbidden import proves the check can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ledger"
+
+# The layer of each module, by the longest matching prefix of its dotted name.
+LAYERS = {
+    "ledger.model": "model",
+    "ledger.errors": "base",
+    "ledger.config": "base",
+    "ledger.hashing": "base",
+    "ledger.redact": "base",
+    "ledger.proc": "base",
+    "ledger.db": "db",
+    "ledger.logs": "logs",
+    "ledger.analyze": "analyze",
+    "ledger.report": "report",
+    "ledger.store": "store",
+    "ledger.hook": "hook",
+    "ledger.demo": "demo",
+    "ledger.cli": "cli",
+    "ledger.__main__": "cli",
+    "ledger": "package",
+}
+# What each layer may import from ledger itself.
+ALLOWED = {
+    "model": {"model"},
+    "base": {"model", "base"},
+    "db": {"model", "base", "db"},
+    "logs": {"model", "base", "logs"},
+    "analyze": {"model", "base", "analyze"},
+    "report": {"model", "base", "analyze", "report"},
+    "store": {"model", "base", "db", "logs", "analyze", "report", "store"},
+    "hook": {"model", "base", "store", "hook"},
+    "demo": {"model", "base", "store", "logs", "analyze", "demo", "package"},
+    "cli": {"model", "base", "store", "report", "analyze", "logs", "demo", "cli", "package"},
+    "package": {"model", "base", "store", "package"},
+}
+# Third-party libraries a layer must never import (not even lazily).
+FORBIDDEN = {
+    "model": {"sqlalchemy", "pandas", "numpy", "matplotlib", "click", "torch", "scipy"},
+    "base": {"sqlalchemy", "pandas", "matplotlib", "click", "torch"},
+    "logs": {"sqlalchemy", "click", "matplotlib", "pandas", "torch", "alembic"},
+    "analyze": {"sqlalchemy", "click", "matplotlib", "torch", "alembic"},
+    "db": {"click", "matplotlib", "pandas", "torch"},
+    "report": {"sqlalchemy", "click", "torch", "alembic"},
+    "store": {"click", "torch"},
+    "hook": {"click", "pandas", "matplotlib"},
+}
+
+
+def layer_of(module: str) -> str:
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return LAYERS[prefix]
+    raise AssertionError(f"{module} has no layer: add it to LAYERS")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> set[str]:
+    """Every module `source` imports, relative imports resolved."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            # `from ledger import records` names a module too
+            found.update(f"{base}.{alias.name}" for alias in node.names if base == "ledger")
+    return found
+
+
+def violations(files: dict[str, tuple[str, bool]]) -> list[str]:
+    problems = []
+    for module, (source, is_package) in sorted(files.items()):
+        mine = layer_of(module)
+        for target in sorted(imports_of(source, module, is_package)):
+            top = target.split(".")[0]
+            if top == "ledger":
+                if target in LAYERS or target.startswith("ledger."):
+                    theirs = layer_of(target)
+                    if theirs not in ALLOWED[mine]:
+                        problems.append(f"{module} ({mine}) imports {target} ({theirs})")
+            elif top in FORBIDDEN.get(mine, set()):
+                problems.append(f"{module} ({mine}) imports {top}")
+    return problems
+
+
+def package_files() -> dict[str, tuple[str, bool]]:
+    return {
+        module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in PACKAGE.rglob("*.py")
+    }
+
+
+def test_imports_point_one_way() -> None:
+    assert violations(package_files()) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "expected"),
+    [
+        ("ledger.logs.reader", "from ledger.store import Ledger", "imports ledger.store"),
+        ("ledger.analyze.stats", "def f():\n    import matplotlib.pyplot", "imports matplotlib"),
+        ("ledger.model.terms", "import sqlalchemy", "imports sqlalchemy"),
+        ("ledger.hook.meter", "def f():\n    from ledger.cli import cli", "imports ledger.cli"),
+        ("ledger.store.runs", "from ..cli.app import cli", "imports ledger.cli.app"),
+    ],
+)
+def test_the_contract_catches_a_planted_import(module: str, planted: str, expected: str) -> None:
+    files = package_files()
+    source, is_package = files[module]
+    files[module] = (f"{source}\n{planted}\n", is_package)
+    assert any(expected in problem for problem in violations(files))
+
+
+def test_nothing_imports_the_cli() -> None:
+    users = [
+        module
+        for module, (source, is_package) in package_files().items()
+        if layer_of(module) != "cli"
+        and any(t.startswith("ledger.cli") for t in imports_of(source, module, is_package))
+    ]
+    assert users == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        module_name(path): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert long == {}
