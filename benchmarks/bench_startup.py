@@ -1,4 +1,5 @@
-"""How fast `ledger --help` starts, beside the floor it cannot beat (`import click`).
+"""How fast `ledger --help` and `import ledger.hook` start, beside the floor they cannot
+beat (`import click`; for the hook, a bare interpreter).
 
     python benchmarks/bench_startup.py [--runs 15]
 
@@ -34,6 +35,8 @@ def main() -> None:
         "python -c 'import click'": [py, "-c", "import click"],
         "python -c 'import ledger'": [py, "-c", "import ledger"],
         "ledger --help": [py, "-m", "ledger", "--help"],
+        # What a training script pays before its first step, for the hook.
+        "python -c 'import ledger.hook'": [py, "-c", "from ledger.hook import StepMeter"],
         "python -c 'import sqlalchemy'": [py, "-c", "import sqlalchemy"],
     }
     results = {name: median_seconds(argv, args.runs) for name, argv in cases.items()}
