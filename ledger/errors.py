@@ -54,7 +54,19 @@ class ConflictError(LedgerError):
 
 
 class InputFileError(LedgerError):
-    """Raised when a file the caller named cannot be read (missing, a directory, no permission)."""
+    """Raised when a file the caller named cannot be read (missing, a directory, a pipe, no
+    permission): a usage error, like a mistyped flag."""
+
+    exit_code = 2
+
+
+class BadContentError(LedgerError):
+    """Raised when a file the caller named is there but is not what it should be (a
+    trainer_state.json without a log_history, a binary file given as a diff)."""
+
+
+class OutputFileError(LedgerError):
+    """Raised when a file ledger was asked to write (a report, a plot) cannot be written."""
 
 
 class CommandError(LedgerError):

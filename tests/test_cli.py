@@ -56,7 +56,7 @@ def test_the_scenario(db_url: str, project: Path) -> None:
         "build/train.py",
         "box.py",
     )
-    assert stale.exit_code == 0
+    assert stale.exit_code == 3  # drift: the step ran, but shipped a stale file
     assert json.loads(stale.stdout)["drift"] is True
     assert "DRIFT" in stale.stderr and "NOT the train.py" in stale.stderr
 
@@ -110,6 +110,9 @@ def test_secret_never_reaches_the_file(tmp_path: Path) -> None:
         )
 
     result = relaunch()
+    assert result.exit_code == 1 and "no ledger at" in result.stderr  # only init makes one
+    run_cli("--db", str(db), "init")
+    result = relaunch()
     assert result.exit_code == 1 and "no run 'r'" in result.stderr  # unknown run: nothing ran
     run_cli("--db", str(db), "record-fix", "--hypothesis", "h", "--summary", "s", "--run", "r")
     result = relaunch()
@@ -119,6 +122,7 @@ def test_secret_never_reaches_the_file(tmp_path: Path) -> None:
 
 
 def test_record_fix_from_a_diff_on_stdin(db_url: str) -> None:
+    run_json("init")
     diff = "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-a\n+b\n"
     fix = run_cli(
         "record-fix",
@@ -140,6 +144,7 @@ def test_record_fix_from_a_diff_on_stdin(db_url: str) -> None:
 
 
 def test_hypothesis_commands(db_url: str) -> None:
+    run_json("init")
     run_json("hypothesis", "add", "first")
     assert run_json("hypothesis", "add", "refined", "--parent", "1")["parent_id"] == 1
     resolved = run_json("hypothesis", "resolve", "1", "--refuted", "--note", "no recompiles seen")
@@ -151,6 +156,7 @@ def test_hypothesis_commands(db_url: str) -> None:
 
 
 def test_record_only(db_url: str) -> None:
+    run_json("init")
     run_cli("record-fix", "--hypothesis", "h", "--summary", "s", "--run", "r")
     step = run_json(
         "deploy",
@@ -197,6 +203,7 @@ def test_errors_are_one_line(db_url: str, args: list[str], code: int, says: str)
 
 
 def test_unknown_run_names_the_closest(db_url: str) -> None:
+    run_json("init")
     run_cli("record-fix", "--hypothesis", "h", "--summary", "s", "--run", "eager_dynamiccopy")
     result = run_cli("show", "eager_dynamicopy")
     assert result.exit_code == 1

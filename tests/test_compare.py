@@ -144,7 +144,7 @@ def test_compare_text_reads_in_five_seconds(runs) -> None:  # type: ignore[no-un
     result = run_cli("compare", "eager_unpadded", "eager_dynamiccopy")
     assert result.exit_code == 0, result.stderr
     out = result.stdout
-    assert out.splitlines()[0].split()[:4] == ["RUN", "STEADY", "FROM", "STEPS"]
+    assert out.splitlines()[0].split()[:5] == ["RUN", "FATE", "STEADY", "FROM", "STEPS"]
     assert "eager_dynamiccopy is 3" in out and "% faster than eager_unpadded (CI " in out
     assert "p < 0.001); at 99." in out and "of the 14.2K baseline (recovered)." in out
     assert re.search(

@@ -153,7 +153,7 @@ def test_cli_ingest_and_patterns(db_url: str, tmp_path: Path) -> None:
     bad = run_cli("pattern", "add", "(?P<step>")
     assert bad.exit_code == 2 and bad.stderr.startswith("Error:")
     missing = run_cli("ingest", str(tmp_path / "missing.log"))
-    assert missing.exit_code == 1 and "no such file" in missing.stderr
+    assert missing.exit_code == 2 and "no such file" in missing.stderr  # a usage error
     assert run_json("pattern", "list") == [
         r"it=(?P<step>\d+) L=(?P<loss>[\d.]+) v=(?P<throughput>\d+)"
     ]

@@ -200,7 +200,7 @@ def test_parse_cli_json_needs_no_ledger(tmp_path: Path) -> None:
     text = run_cli("parse", str(FIXTURES / "torchrun_oom.log"))
     assert text.exit_code == 0 and text.stdout.startswith("torchrun_oom.log: oom")
     missing = run_cli("parse", str(tmp_path / "nope.log"))
-    assert missing.exit_code == 1 and missing.stderr.startswith("Error:")
+    assert missing.exit_code == 2 and missing.stderr.startswith("Error:")  # a usage error
 
 
 # Shapes no fixture family covers: read as far as they go, never a crash.

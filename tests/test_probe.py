@@ -12,7 +12,9 @@ CAT = [sys.executable, "-c", "import sys; sys.stdout.write(open(sys.argv[1]).rea
 
 
 def test_probe_reads_loading_and_gpus(lg) -> None:
-    result = lg.probe("eager_dynamiccopy", [*CAT, str(FIXTURES / "probe_output_loading.txt")])
+    result = lg.probe(
+        "eager_dynamiccopy", [*CAT, str(FIXTURES / "probe_output_loading.txt")], new=True
+    )
     assert result.fate == "loading" and result.exit_code == 0
     assert result.progress["n"] == 81 and result.progress["total"] == 851
     assert len(result.gpus) == 8
@@ -27,7 +29,7 @@ def test_probe_reads_loading_and_gpus(lg) -> None:
 
 def test_failed_and_timed_out_commands_are_still_probes(lg) -> None:
     failed = lg.probe(
-        "r", [sys.executable, "-c", "import sys; print('step 5 loss 1.0'); sys.exit(3)"]
+        "r", [sys.executable, "-c", "import sys; print('step 5 loss 1.0'); sys.exit(3)"], new=True
     )
     assert failed.exit_code == 3 and failed.last_step == 5
     timed = lg.probe("r", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
@@ -39,13 +41,15 @@ def test_failed_and_timed_out_commands_are_still_probes(lg) -> None:
 
 def test_same_position_twice_is_stalled(lg) -> None:
     cmd = [*CAT, str(FIXTURES / "probe_output_loading.txt")]
-    assert lg.probe("s", cmd, stall_after=0).fate == "loading"
+    assert lg.probe("s", cmd, stall_after=0, new=True).fate == "loading"
     assert lg.probe("s", cmd, stall_after=0).fate == "stalled"
     assert lg.probe("s", cmd, stall_after=3600).fate == "loading"
 
 
 def test_probe_cli(db_url: str) -> None:
-    data = run_json("probe", "--run", "x", "--", *CAT, str(FIXTURES / "nvidia_smi_table.txt"))
+    run_json("init")
+    cat = [*CAT, str(FIXTURES / "nvidia_smi_table.txt")]
+    data = run_json("probe", "--run", "x", "--new", "--", *cat)
     assert set(data) >= {"probe_id", "exit_code", "fate", "progress", "gpus", "last_step"}
     assert [g["utilization_pct"] for g in data["gpus"]] == [0, 97]
     text = run_cli("probe", "--run", "x", "--", sys.executable, "-c", "import sys; sys.exit(2)")
@@ -64,8 +68,45 @@ def test_gpu_columns_come_from_the_probe_command(lg) -> None:
     query = "nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader"
     assert query_from_command(f"ssh host '{query}'") == ("index", "utilization.gpu", "memory.used")
     script = "print('0, 97 %, 1000 MiB'); print('1, 50 %, 2000 MiB')  # " + query
-    result = lg.probe("q", [sys.executable, "-c", script])
+    result = lg.probe("q", [sys.executable, "-c", script], new=True)
     assert [(g["utilization_pct"], g["memory_used_mib"]) for g in result.gpus] == [
         (97, 1000),
         (50, 2000),
     ]
+
+
+def test_an_unknown_run_is_refused_unless_new(db_url: str) -> None:
+    """A typo must not make a stray run that then shows in the report."""
+    run_json("init")
+    run_json("probe", "--run", "eager_dynamiccopy", "--new", "--", sys.executable, "-c", "pass")
+    typo = run_cli("probe", "--run", "eager_dynamicopy", "--", sys.executable, "-c", "pass")
+    assert typo.exit_code == 1
+    assert "no run 'eager_dynamicopy'; did you mean 'eager_dynamiccopy'" in typo.stderr
+    assert [r["run"] for r in run_json("runs")] == ["eager_dynamiccopy"]
+
+
+def test_a_failed_probe_says_what_failed(lg) -> None:
+    """Not "no crash" about a run nobody looked at: the command's own last words."""
+    said = "ssh: connect to host box port 22: Connection timed out"
+    ssh = f"import sys; sys.stderr.write({said!r} + chr(10)); sys.exit(255)"
+    failed = lg.probe("r", [sys.executable, "-c", ssh], new=True)
+    assert failed.exit_code == 255 and "no crash" not in failed.conclusion
+    assert "failed (exit 255): ssh: connect to host box port 22: Connection timed out" in (
+        failed.conclusion
+    )
+    missing = lg.probe("r", ["/no/such/probe-command"])
+    assert "the probe command was not found" in missing.conclusion
+    assert "no crash" not in missing.conclusion
+
+
+def test_ctrl_c_during_the_wait_is_recorded(lg) -> None:
+    import pytest
+
+    def interrupted(_: float) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lg.probe("r", [sys.executable, "-c", "pass"], wait=360, sleep=interrupted, new=True)
+    (probe,) = lg.show("r").probes
+    assert probe.exit_code == 130 and probe.ended_at is not None
+    assert probe.conclusion == "interrupted before the command ran"

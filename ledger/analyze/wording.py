@@ -69,5 +69,5 @@ def baseline_sentence(
     """'at 99.1 % of the 14.2K baseline' (+ 'recovered' or 'not recovered')."""
     if vs_baseline_pct is None or value is None:
         return ""
-    state = "recovered" if recovered else "not recovered"
+    state = {True: "recovered", False: "not recovered", None: "not comparable"}[recovered]
     return f"at {vs_baseline_pct:.1f} % of the {short_value(value)} baseline ({state})"

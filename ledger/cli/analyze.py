@@ -3,42 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ledger.cli.app import cli, emit, json_option, open_ledger, table, warn, with_ledger
+from ledger.cli.params import ALPHA, ID, THROUGHPUT, Percent
 
 if TYPE_CHECKING:
     from ledger.model.analysis import Baseline, CompareReport
     from ledger.store import Ledger
 
 
-class Percent(click.ParamType):  # type: ignore[type-arg]  # generic only since click 8.2
-    """A percentage: '2', '2%' or '0.5 %' (→ 0.02, 0.02, 0.005)."""
-
-    name = "percent"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        text = str(value).strip().rstrip("%").strip()
-        try:
-            number = float(text)
-        except ValueError:
-            self.fail(f"{value!r} is not a percentage (e.g. 2 or 2%)", param, ctx)
-        if not 0.0 <= number < 100.0 or not math.isfinite(number):
-            self.fail(f"{value!r} is not between 0 and 100 %", param, ctx)
-        return number / 100.0
-
-
 @cli.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN_A [RUN_B RUN_C…]")
 @click.option(
     "--baseline",
-    type=float,
+    type=THROUGHPUT,
     metavar="VALUE",
     help="Compare with this throughput instead of the investigation's baseline.",
 )
@@ -52,7 +33,7 @@ class Percent(click.ParamType):  # type: ignore[type-arg]  # generic only since 
 )
 @click.option(
     "--alpha",
-    type=float,
+    type=ALPHA,
     default=0.01,
     show_default=True,
     metavar="P",
@@ -68,13 +49,13 @@ class Percent(click.ParamType):  # type: ignore[type-arg]  # generic only since 
 @click.option(
     "--resolve",
     "hypothesis_id",
-    type=int,
+    type=ID,
     metavar="H",
     help="Record the comparison on hypothesis H and resolve H by its verdict "
     "(two runs: before the fix, then with it).",
 )
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=lambda options: options["hypothesis_id"] is None)
 def compare(
     lg: Ledger,
     runs: tuple[str, ...],
@@ -122,6 +103,7 @@ def render_report(report: CompareReport) -> str:
         rows.append(
             (
                 r.run,
+                report.fates.get(r.run, "-"),
                 f"{r.steady_from_step:,}",
                 f"{r.n_steady:,}",
                 short_value(r.median),
@@ -135,6 +117,7 @@ def render_report(report: CompareReport) -> str:
     unit = next((r.unit for r in report.runs if r.unit), None) or base.unit or ""
     headers = [
         "RUN",
+        "FATE",
         "STEADY FROM",
         "STEPS",
         f"MEDIAN {unit}".strip(),
@@ -191,7 +174,7 @@ def baseline(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    lg = open_ledger(create=False)
+    lg = open_ledger(read_only=True)
     try:
         current = lg.baseline()
     finally:
@@ -209,7 +192,7 @@ def _render_baseline(b: Baseline) -> str:
 
 
 @baseline.command("set")
-@click.argument("value", type=float, required=False)
+@click.argument("value", type=THROUGHPUT, required=False)
 @click.option("--unit", metavar="UNIT", help="Its unit (default: the current one, else tok/s).")
 @click.option(
     "--from-run",
@@ -218,7 +201,7 @@ def _render_baseline(b: Baseline) -> str:
     help="Use the steady median throughput of this run instead of a number.",
 )
 @json_option
-@with_ledger(create=True)
+@with_ledger()
 def baseline_set(
     lg: Ledger, value: float | None, unit: str | None, from_run: str | None, as_json: bool
 ) -> None:
@@ -236,7 +219,7 @@ def baseline_set(
 
 @baseline.command("clear")
 @json_option
-@with_ledger(create=False)
+@with_ledger()
 def baseline_clear(lg: Ledger, as_json: bool) -> None:
     """Forget the baseline: runs are then compared only with each other."""
     result = lg.set_baseline(None)

@@ -29,11 +29,17 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _debug_requested(args: Sequence[str]) -> bool:
-    if os.environ.get("LEDGER_DEBUG", "") not in ("", "0"):
-        return True
-    before_command = args[: list(args).index("--")] if "--" in args else args
-    return "--debug" in before_command
+def _take_debug(args: list[str]) -> tuple[list[str], bool]:
+    """The arguments without --debug, and whether it (or LEDGER_DEBUG) asked for tracebacks.
+
+    --debug may come anywhere before `--` (after the subcommand too: `ledger ingest x
+    --debug`); after `--` it belongs to the command being run.
+    """
+    end = args.index("--") if "--" in args else len(args)
+    asked = "--debug" in args[:end]
+    if asked:
+        args = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return args, asked or os.environ.get("LEDGER_DEBUG", "") not in ("", "0")
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -46,8 +52,8 @@ class LedgerGroup(click.Group):
     """A click group whose every failure is one line on stderr and a meaningful exit status."""
 
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
-        if _debug_requested(argv):
+        argv, debug = _take_debug(list(sys.argv[1:] if args is None else args))
+        if debug:
             return super().main(argv, *a, **kw)
         kw["standalone_mode"] = False
         try:
@@ -88,7 +94,6 @@ def _takes_command(ctx: click.Context | None) -> bool:
 @click.option(
     "--db",
     metavar="PATH|URL",
-    envvar="LEDGER_DB",
     help="The ledger: a file path or SQLAlchemy URL (postgresql+psycopg://…). "
     "Default: $LEDGER_DB, else the nearest .ledger/ledger.db upwards, else ./.ledger/ledger.db.",
 )
@@ -132,12 +137,19 @@ def run_option(
     return click.option("--run", "run", metavar="NAME", required=required, help=help)
 
 
-def open_ledger(*, create: bool) -> Ledger:
-    """The ledger named by --db / discovery, for the command being run."""
-    import ledger
+def open_ledger(*, read_only: bool = False, check: bool = False) -> Ledger:
+    """The ledger named by --db / discovery, for the command being run. Only `ledger init`
+    makes a ledger: every other command says where it looked when there is none."""
+    from ledger.store import Ledger
 
     options = click.get_current_context().find_root().obj or {}
-    return ledger.open(options.get("db"), create=create, investigation=options.get("investigation"))
+    return Ledger.open(
+        options.get("db"),
+        create=False,
+        investigation=options.get("investigation"),
+        read_only=read_only,
+        check=check,
+    )
 
 
 def root_option(name: str) -> Any:
@@ -145,16 +157,21 @@ def root_option(name: str) -> Any:
     return (click.get_current_context().find_root().obj or {}).get(name)
 
 
-def with_ledger(create: bool) -> Callable[[Callable[Concatenate[Ledger, P], R]], Callable[P, R]]:
+def with_ledger(
+    *, read_only: bool | Callable[[dict[str, Any]], bool] = False, check: bool = False
+) -> Callable[[Callable[Concatenate[Ledger, P], R]], Callable[P, R]]:
     """Open the ledger before the command and close it after; passes it first, as `lg`.
 
-    Read commands pass create=False: they never make a ledger where there was none.
+    Commands that only read pass `read_only` (or a test of their arguments), so they change
+    nothing in the file and work in a folder they cannot write; commands that write much
+    pass `check`, which refuses a damaged file first.
     """
 
     def decorate(f: Callable[Concatenate[Ledger, P], R]) -> Callable[P, R]:
         @functools.wraps(f)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            lg = open_ledger(create=create)
+            reads = read_only(dict(kwargs)) if callable(read_only) else read_only
+            lg = open_ledger(read_only=reads, check=check)
             try:
                 return f(lg, *args, **kwargs)
             finally:

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, live_output, run_option, with_ledger
+from ledger.cli.app import cli, emit, json_option, live_output, run_option, warn, with_ledger
+from ledger.cli.params import NUMBER, TOKENS_PER_STEP, seconds
+from ledger.errors import BadContentError
 
 if TYPE_CHECKING:
     from ledger.model import records
@@ -68,7 +70,7 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
 @pattern_option
 @click.option(
     "--tokens-per-step",
-    type=float,
+    type=TOKENS_PER_STEP,
     metavar="N",
     help="Tokens per step, to derive tok/s from step times when a log prints no throughput.",
 )
@@ -112,17 +114,19 @@ def parse(
 @run_option(required=False, help="The run (default: from the file name, train_X.log → X).")
 @click.option("--follow", is_flag=True, help="Keep reading as the log grows, until a final fate.")
 @click.option(
-    "--interval", type=float, default=2.0, show_default=True, metavar="S",
+    "--interval", type=seconds(zero=False), default=2.0, show_default=True, metavar="S",
     help="With --follow: seconds between looks at the file.",
 )  # fmt: skip
 @click.option(
-    "--stall-after", type=float, default=300.0, show_default=True, metavar="S",
+    "--stall-after", type=seconds(zero=False), default=300.0, show_default=True, metavar="S",
     help="A log that stops growing this long while running is stalled.",
 )  # fmt: skip
 @pattern_option
-@click.option("--tokens-per-step", type=float, metavar="N", help="To derive tok/s from step time.")
+@click.option(
+    "--tokens-per-step", type=TOKENS_PER_STEP, metavar="N", help="To derive tok/s from step time."
+)
 @json_option
-@with_ledger(create=True)
+@with_ledger(check=True)
 def ingest(
     lg: Ledger,
     logs: tuple[str, ...],
@@ -143,11 +147,12 @@ def ingest(
     if follow and len(logs) != 1:
         raise click.UsageError("--follow follows one log")
     if follow:
+        skipped: list[BadContentError] = []
         results = [
             _follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)
         ]
     else:
-        results = []
+        results, skipped = [], []
         for log in logs:
             bar = _progress_bar(log) if not as_json else None
             try:
@@ -156,14 +161,23 @@ def ingest(
                     progress=bar, stall_after=stall_after,
                 )  # fmt: skip
                 results.append(result)
+            except BadContentError as exc:  # one junk file among many: say so, read the rest
+                if len(logs) == 1:
+                    raise
+                warn(f"skipped: {exc}")
+                skipped.append(exc)
             finally:
                 if bar is not None:
                     bar.close()
+        if not results:
+            raise skipped[0]
     emit(
         results if len(results) > 1 else results[0],
         as_json,
         lambda _: "\n".join(_ingest_line(r) for r in results),
     )
+    if not follow and skipped:
+        sys.exit(1)
 
 
 def _ingest_line(r: records.IngestResult) -> str:
@@ -187,18 +201,16 @@ def _follow(
 ) -> records.IngestResult:
     """Drive the API's follower, saying each change on stderr; the last look's result."""
     last = None
-    try:
-        for result in lg.follow(
-            log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
-            stall_after=stall_after,
-        ):  # fmt: skip
-            if not quiet:
-                click.echo(_ingest_line(result), err=True)
-            last = result
-    except KeyboardInterrupt:
-        if last is None:
-            raise
-    assert last is not None  # the follower always yields its first look
+    # Ctrl-C leaves the group's one line and exit status 130; every look before it is stored
+    # (each look is its own transaction).
+    for result in lg.follow(
+        log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
+        stall_after=stall_after,
+    ):  # fmt: skip
+        if not quiet:
+            click.echo(_ingest_line(result), err=True)
+        last = result
+    assert last is not None  # the follower yields at least the look that ended it
     return last
 
 
@@ -234,22 +246,27 @@ def _progress_bar(log: str) -> _Bar | None:
 
 @cli.command()
 @run_option()
-@click.option("--wait", type=click.FloatRange(min=0), default=0.0, metavar="S",
+@click.option("--wait", type=seconds(), default=0.0, metavar="S",
               help="Seconds to wait before running the command (the `sleep 360`).")  # fmt: skip
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+@click.option("--timeout", type=seconds(zero=False), metavar="S",
               help="Kill the command after this long; the probe is still recorded.")  # fmt: skip
 @click.option(
-    "--stall-after", type=float, default=300.0, show_default=True, metavar="S",
+    "--stall-after", type=seconds(zero=False), default=300.0, show_default=True, metavar="S",
     help="Same position as the previous probe this long ago: stalled.",
 )  # fmt: skip
 @click.option(
     "--show-output", is_flag=True,
     help="Also print the command's output as it comes (on stderr); by default only the verdict.",
 )  # fmt: skip
+@click.option(
+    "--new", is_flag=True,
+    help="RUN is a new run: make it (without --new an unknown run is refused, so a typo "
+    "does not make a stray run).",
+)  # fmt: skip
 @pattern_option
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@with_ledger(create=True)
+@with_ledger()
 def probe(
     lg: Ledger,
     run: str,
@@ -257,6 +274,7 @@ def probe(
     timeout: float | None,
     stall_after: float,
     show_output: bool,
+    new: bool,
     patterns: tuple[str, ...],
     as_json: bool,
     command: tuple[str, ...],
@@ -270,7 +288,7 @@ def probe(
     echo = live_output(as_json=True) if show_output else None  # stderr: stdout has the verdict
     result = lg.probe(
         run, command, wait=wait, timeout=timeout, echo=echo, patterns=patterns,
-        stall_after=stall_after,
+        stall_after=stall_after, new=new,
     )  # fmt: skip
     emit(result, as_json, lambda r: r.conclusion)
     if result.exit_code:
@@ -285,7 +303,7 @@ def pattern() -> None:
 @pattern.command("add")
 @click.argument("regex")
 @json_option
-@with_ledger(create=True)
+@with_ledger()
 def pattern_add(lg: Ledger, regex: str, as_json: bool) -> None:
     r"""Keep REGEX, a step-line shape of your own, for ingest and probe to use.
 
@@ -299,7 +317,7 @@ def pattern_add(lg: Ledger, regex: str, as_json: bool) -> None:
 
 @pattern.command("list")
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def pattern_list(lg: Ledger, as_json: bool) -> None:
     """List the kept patterns, numbered."""
     patterns = lg.log_patterns()
@@ -311,9 +329,9 @@ def pattern_list(lg: Ledger, as_json: bool) -> None:
 
 
 @pattern.command("remove")
-@click.argument("number", type=int)
+@click.argument("number", type=NUMBER)
 @json_option
-@with_ledger(create=False)
+@with_ledger()
 def pattern_remove(lg: Ledger, number: int, as_json: bool) -> None:
     """Forget pattern NUMBER (as `ledger pattern list` numbers them)."""
     patterns = lg.remove_log_pattern(number)

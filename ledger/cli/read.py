@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @cli.command()
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def runs(lg: Ledger, as_json: bool) -> None:
     """List the runs: fate, steps, ranks, the patch they test, deploys and drift."""
     items = lg.runs()
@@ -27,7 +27,7 @@ def runs(lg: Ledger, as_json: bool) -> None:
             (
                 r.run,
                 r.fate,
-                r.steps,
+                step_count(r.steps, r.last_step),
                 r.ranks,
                 f"#{r.hypothesis_id}" if r.hypothesis_id else "-",
                 f"#{r.patch_id}" if r.patch_id else "-",
@@ -46,16 +46,26 @@ def runs(lg: Ledger, as_json: bool) -> None:
 @cli.command()
 @click.argument("run")
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def show(lg: Ledger, run: str, as_json: bool) -> None:
     """Show RUN with its hypothesis, patch, deploy steps, log files and probes."""
     detail = lg.show(run)
     emit(detail, as_json, render_run)
 
 
+def step_count(rows: int, last: int | None) -> str:
+    """Step rows, and the last step where they differ (a log that prints every 10th step)."""
+    if last is None or last in (rows, rows - 1):
+        return f"{rows:,}"
+    return f"{rows:,} (last step {last:,})"
+
+
 def render_run(d: records.RunDetail) -> str:
     lines = [f"run {d.run}  (fate: {d.fate}{' — ' + d.fate_reason if d.fate_reason else ''})"]
-    lines.append(f"  created {local_time(d.created_at)}; {d.steps} steps on {d.ranks} rank(s)")
+    lines.append(
+        f"  created {local_time(d.created_at)}; {step_count(d.steps, d.last_step)} steps "
+        f"on {d.ranks} rank(s)"
+    )
     if d.hypothesis is not None:
         lines.append(
             f"  hypothesis #{d.hypothesis.id} ({d.hypothesis.status}): {d.hypothesis.text}"
@@ -85,7 +95,14 @@ def render_run(d: records.RunDetail) -> str:
             last = [ln for ln in s.output.strip().splitlines() if ln.strip()][-3:]
             lines.extend(f"        | {ln[:120]}" for ln in last)
     for log in d.log_files:
-        lines.append(f"  log {log.path}: {log.lines} lines, {log.size:,} bytes read")
+        unread = f", {log.unread_lines:,} unread" if log.unread_lines else ""
+        lines.append(f"  log {log.path}: {log.lines} lines, {log.size:,} bytes read{unread}")
+    if d.event_counts:
+        counts = ", ".join(f"{kind} ×{n}" for kind, n in d.event_counts.items())
+        lines.append(f"  events: {counts}")
+    for e in d.events[-5:]:
+        step = f" at step {e.step:,}" if e.step is not None else ""
+        lines.append(f"    {e.kind}{step} ({e.where}): {e.text.splitlines()[0][:140]}")
     for p in d.probes:
         status = "timed out" if p.timed_out else f"exit {p.exit_code}"
         lines.append(
@@ -96,7 +113,7 @@ def render_run(d: records.RunDetail) -> str:
 
 @cli.command()
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def timeline(lg: Ledger, as_json: bool) -> None:
     """Every row of the investigation in time order: when, kind, id, what."""
     items = lg.timeline()
@@ -141,5 +158,12 @@ def _render_upgrade(u: records.SchemaUpgrade) -> str:
 
 
 def _render_status(s: records.SchemaStatus) -> str:
-    state = "up to date" if s.up_to_date else f"needs `ledger db upgrade` to {s.head}"
+    state = {
+        "current": "up to date",
+        "older": f"needs `ledger db upgrade` to {s.head}",
+        "newer": f"written by a newer ledger; this one knows revisions up to {s.head}: "
+        "upgrade the ledger package",
+        "empty": "no ledger yet: `ledger init`",
+        "foreign": "tables that are not a ledger's",
+    }[s.state]
     return f"{s.db}: revision {s.revision or 'none'} ({state})"

@@ -17,10 +17,15 @@ from ledger.cli.app import (
     table,
     with_ledger,
 )
+from ledger.cli.params import EXIT_CODE, ID, THROUGHPUT, seconds
+from ledger.model.terms import RESOLUTIONS
 
 if TYPE_CHECKING:
     from ledger.model import records
     from ledger.store import Ledger
+
+
+EXIT_DRIFT = 3  # the step ran, but shipped something other than the patch
 
 
 def _fmt_value(value: float) -> str:
@@ -29,7 +34,10 @@ def _fmt_value(value: float) -> str:
 
 @cli.command()
 @click.option(
-    "--baseline", type=float, metavar="VALUE", help="The throughput to get back to, e.g. 14200."
+    "--baseline",
+    type=THROUGHPUT,
+    metavar="VALUE",
+    help="The throughput to get back to, e.g. 14200.",
 )
 @click.option("--unit", metavar="UNIT", help="Its unit (default tok/s).")
 @json_option
@@ -64,9 +72,9 @@ def hypothesis() -> None:
 
 @hypothesis.command("add")
 @click.argument("text")
-@click.option("--parent", type=int, metavar="ID", help="The hypothesis this one refines.")
+@click.option("--parent", type=ID, metavar="ID", help="The hypothesis this one refines.")
 @json_option
-@with_ledger(create=True)
+@with_ledger()
 def hypothesis_add(lg: Ledger, text: str, parent: int | None, as_json: bool) -> None:
     """Record a hypothesis, e.g. "torch.compile recompiles because mask closures change"."""
     h = lg.add_hypothesis(text, parent=parent)
@@ -74,22 +82,43 @@ def hypothesis_add(lg: Ledger, text: str, parent: int | None, as_json: bool) -> 
 
 
 @hypothesis.command("resolve")
-@click.argument("hypothesis_id", metavar="ID", type=int)
-@click.option("--confirmed", "status", flag_value="confirmed", help="The evidence supports it.")
-@click.option("--refuted", "status", flag_value="refuted", help="The evidence contradicts it.")
-@click.option(
-    "--inconclusive", "status", flag_value="inconclusive", help="The evidence does not decide."
-)
+@click.argument("hypothesis_id", metavar="ID", type=ID)
+@click.argument(
+    "outcome", required=False, metavar="[confirmed|refuted|inconclusive]",
+    type=click.Choice(RESOLUTIONS, case_sensitive=False),
+)  # fmt: skip
+@click.option("--confirmed", is_flag=True, help="The evidence supports it.")
+@click.option("--refuted", is_flag=True, help="The evidence contradicts it.")
+@click.option("--inconclusive", is_flag=True, help="The evidence does not decide.")
 @click.option("--note", metavar="TEXT", help="Why: the run, the numbers.")
 @json_option
-@with_ledger(create=False)
+@with_ledger()
 def hypothesis_resolve(
-    lg: Ledger, hypothesis_id: int, status: str | None, note: str | None, as_json: bool
+    lg: Ledger,
+    hypothesis_id: int,
+    outcome: str | None,
+    confirmed: bool,
+    refuted: bool,
+    inconclusive: bool,
+    note: str | None,
+    as_json: bool,
 ) -> None:
-    """Mark hypothesis ID confirmed, refuted or inconclusive."""
-    if status is None:
-        raise click.UsageError("say how it ended: --confirmed, --refuted or --inconclusive")
-    h = lg.resolve_hypothesis(hypothesis_id, status, note=note)
+    """Mark hypothesis ID confirmed, refuted or inconclusive: as a word or as a flag.
+
+    \b
+      ledger hypothesis resolve 3 refuted --note "still 10.4K tok/s"
+      ledger hypothesis resolve 3 --confirmed
+    """
+    flags = {"confirmed": confirmed, "refuted": refuted, "inconclusive": inconclusive}
+    said = [name for name, on in flags.items() if on] + ([outcome.lower()] if outcome else [])
+    if len(set(said)) > 1:
+        raise click.UsageError(f"say one outcome, not {' and '.join(sorted(set(said)))}")
+    if not said:
+        raise click.UsageError(
+            "say how it ended: confirmed, refuted or inconclusive (as a word, or as "
+            "--confirmed, --refuted, --inconclusive)"
+        )
+    h = lg.resolve_hypothesis(hypothesis_id, said[0], note=note)
     emit(h, as_json, lambda h: f"hypothesis #{h.id} {h.status}")
 
 
@@ -100,7 +129,7 @@ def hypothesis_resolve(
     help="Only hypotheses with this status.",
 )
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def hypothesis_list(lg: Ledger, status: str | None, as_json: bool) -> None:
     """List hypotheses, oldest first."""
     from ledger.cli.app import local_time
@@ -128,9 +157,10 @@ def hypothesis_list(lg: Ledger, status: str | None, as_json: bool) -> None:
 @click.option(
     "--diff",
     "diff_file",
-    type=click.File("r"),
+    type=click.File("r", encoding="utf-8", errors="replace"),
     metavar="FILE",
-    help="The patch as a unified diff (- for stdin).",
+    help="The patch as a unified diff (- for stdin); the files it names are hashed where "
+    "they exist here.",
 )
 @click.option(
     "--git",
@@ -149,7 +179,7 @@ def hypothesis_list(lg: Ledger, status: str | None, as_json: bool) -> None:
 )
 @run_option(required=False, help="The run that will test this patch (created if new).")
 @json_option
-@with_ledger(create=True)
+@with_ledger()
 def record_fix(
     lg: Ledger,
     hypothesis_ref: str,
@@ -163,8 +193,9 @@ def record_fix(
     """Record a fix attempt in one go: the hypothesis, the patch and the run that tests it."""
     if diff_file is not None and git_dir is not None:
         raise click.UsageError("--diff and --git are two ways to give the diff; use one")
-    diff = diff_file.read() if diff_file is not None else None
-    fix = lg.record_fix(hypothesis_ref, summary, diff=diff, git_dir=git_dir, files=files, run=run)
+    fix = lg.record_fix(
+        hypothesis_ref, summary, diff=diff_file, git_dir=git_dir, files=files, run=run
+    )
 
     def text(f: records.FixRecord) -> str:
         new = " (new)" if f.hypothesis_created else ""
@@ -210,7 +241,7 @@ def drift_banner(step: records.DeployStep) -> str:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=seconds(zero=False),
     metavar="SECONDS",
     help="Kill the command after this long.",
 )
@@ -218,11 +249,16 @@ def drift_banner(step: records.DeployStep) -> str:
     "--record-only", is_flag=True, help="Do not run anything: record a step that ran elsewhere."
 )
 @click.option(
-    "--exit-code", type=int, metavar="N", help="With --record-only: the exit status it had."
+    "--exit-code", type=EXIT_CODE, metavar="N", help="With --record-only: the exit status it had."
+)
+@click.option(
+    "--allow-drift",
+    is_flag=True,
+    help="Exit with the command's status even when the artifact drifted (default: 3).",
 )
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@with_ledger(create=True)
+@with_ledger()
 def deploy(
     lg: Ledger,
     run: str,
@@ -231,13 +267,17 @@ def deploy(
     timeout: float | None,
     record_only: bool,
     exit_code: int | None,
+    allow_drift: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run one deploy step and record it: ledger deploy --run R --step copy -- scp a host:b
 
     The command runs without a shell (write sh -c '…' for one); its output is shown as it
-    comes and its last 64 KiB are kept, with secrets redacted. Exits with its status.
+    comes and its last 64 KiB are kept, with secrets redacted. Exits with its status; when
+    the artifact drifted from the patch (the box would run a stale file) it exits 3, so
+    `deploy --step copy … && deploy --step relaunch …` stops before the relaunch, unless
+    --allow-drift.
     """
     if record_only:
         if exit_code is None:
@@ -264,3 +304,5 @@ def deploy(
     emit(result, as_json, text)
     if result.exit_code:
         sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)
+    if result.drift and not allow_drift:
+        sys.exit(EXIT_DRIFT)

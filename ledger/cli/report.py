@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ledger.cli.app import cli, emit, json_option, with_ledger
+from ledger.cli.params import Percent
 
 if TYPE_CHECKING:
     from ledger.store import Ledger
@@ -31,19 +32,17 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(min=0),
+    type=Percent(),
     metavar="PCT",
     help="Smallest change that counts, in percent (default 2).",
 )
 @json_option
-@with_ledger(create=False)
+@with_ledger(read_only=True)
 def report(
     lg: Ledger, runs: tuple[str, ...], out: Path, threshold: float | None, as_json: bool
 ) -> None:
     """Draw the investigation: throughput per run, every attempt against the baseline,
     step-time distributions, GPU memory and utilisation, and the chain from each hypothesis
     to its verdict. The HTML page needs no network and opens from disk."""
-    path = lg.write_report(
-        out, list(runs) or None, threshold=None if threshold is None else threshold / 100
-    )
+    path = lg.write_report(out, list(runs) or None, threshold=threshold)
     emit({"out": str(path)}, as_json, lambda _: f"report written to {path}")

@@ -10,17 +10,19 @@ with BEGIN IMMEDIATE, so two writers queue on the busy timeout instead of failin
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ledger.config import hide_password
-from ledger.errors import StorageError
+from ledger.errors import StorageError, UsageError
 
 BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "ledger_write"
@@ -32,14 +34,18 @@ def make_engine(
     create_dir: bool = False,
     busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
     connect_timeout: float | None = None,
+    read_only: bool = False,
 ) -> Engine:
     """An engine for `url`, configured for ledger's concurrency needs.
 
     `busy_timeout`: how long a SQLite writer waits for another's lock; `connect_timeout`:
-    how long to wait for a PostgreSQL server to answer (default: the driver's).
+    how long to wait for a PostgreSQL server to answer (default: the driver's);
+    `read_only`: open a SQLite file so that nothing, not even its journal mode, changes.
     """
     if url.startswith("sqlite"):
-        return _sqlite_engine(url, create_dir=create_dir, busy_timeout=busy_timeout)
+        return _sqlite_engine(
+            url, create_dir=create_dir, busy_timeout=busy_timeout, read_only=read_only
+        )
     connect_args: dict[str, Any] = {}
     if connect_timeout is not None:
         # libpq counts whole seconds, and takes 1 as 2; never 0, which means "wait forever"
@@ -55,22 +61,24 @@ def make_engine(
         raise StorageError(f"cannot use database URL {hide_password(url)}: {exc}") from exc
 
 
-def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float) -> Engine:
+def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float, read_only: bool) -> Engine:
     from ledger.config import sqlite_path
 
     path = sqlite_path(url)
     if path is not None and create_dir:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(Path(path).parent)
     busy_ms = max(0, int(busy_timeout * 1000))
+    if read_only and path is not None:
+        url = _read_only_url(path)
     engine = create_engine(url, connect_args={"timeout": busy_ms / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # We issue BEGIN ourselves (below); pysqlite's own implicit BEGIN is always DEFERRED.
+        # The journal mode is not set here: switching a file to WAL is a write, which must
+        # not happen to a file that turns out not to be a ledger (see ensure_wal).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        if path is not None:
-            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         # In WAL mode NORMAL survives a crash of the process (kill -9), which is what a
@@ -84,6 +92,52 @@ def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float) -> Engine
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next(
+            (p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder
+        )
+        raise UsageError(
+            f"cannot make a ledger in {folder}: {blocker} is a file, not a folder"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"cannot make the folder {folder}: {exc.strerror or exc}") from exc
+
+
+def _read_only_url(path: Path) -> str:
+    """A URL that opens the file read-only. In a folder this process cannot write, a WAL
+    file without its -shm could not be opened at all: then it is opened as immutable."""
+    immutable = not os.access(path.parent, os.W_OK) and not Path(f"{path}-shm").exists()
+    query = "mode=ro" + ("&immutable=1" if immutable else "")
+    return f"sqlite:///file:{quote(str(path))}?{query}&uri=true"
+
+
+def ensure_wal(engine: Engine) -> None:
+    """Put a ledger's SQLite file in WAL mode (persistent, so this is a no-op afterwards):
+    readers then never block the writer, which the hook's ranks and the CLI need."""
+    if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+        return
+    with engine.connect() as conn:
+        # Straight to the driver: the journal mode cannot change inside a transaction, and
+        # SQLAlchemy would begin one for a statement of its own.
+        driver = conn.connection.driver_connection
+        assert driver is not None  # an open connection always has one
+        mode = driver.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            driver.execute("PRAGMA journal_mode=WAL")
+
+
+def integrity_problem(engine: Engine) -> str | None:
+    """What `PRAGMA quick_check` finds wrong with a SQLite file (None: nothing, or not SQLite)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as conn:
+        found = [str(row[0]) for row in conn.exec_driver_sql("PRAGMA quick_check(3)")]
+    return None if found == ["ok"] else "; ".join(found)
 
 
 @contextmanager
@@ -126,4 +180,15 @@ def _describe(exc: DBAPIError, url: str) -> str:
         )
     if "unable to open database file" in reason:
         return f"cannot open the ledger {where}: the folder is missing or not writable"
+    if "malformed" in reason or "file is not a database" in reason:
+        return damaged(where, reason)
+    if "readonly database" in reason:
+        return f"cannot write to the ledger {where}: the file or its folder is read-only"
     return f"database error on {where}: {reason}"
+
+
+def damaged(where: str, problem: str) -> str:
+    return (
+        f"the ledger {where} is damaged ({problem}); nothing was written. Restore it from a "
+        f"copy, or rescue its rows with `sqlite3 {where} .recover | sqlite3 rescued.db`"
+    )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from ledger.db.engine import WRITE_OPTION
+from ledger.db.engine import WRITE_OPTION, ensure_wal
 from ledger.errors import SchemaOutdatedError, StorageError
 
 if TYPE_CHECKING:
@@ -64,20 +64,32 @@ def require_current(engine: Engine, where: str) -> None:
             f"the ledger {where} is at schema revision {current.revision}, this version of "
             f"ledger needs {HEAD}: run `ledger db upgrade` (your rows are kept)"
         )
-    raise SchemaOutdatedError(
-        f"the ledger {where} is at schema revision {current.revision}, written by a newer "
-        "ledger than this one; upgrade the ledger package"
+    raise SchemaOutdatedError(newer(where, current.revision))
+
+
+def newer(where: str, revision: str) -> str:
+    return (
+        f"the ledger {where} is at schema revision {revision}, written by a newer ledger than "
+        f"this one (which knows revisions up to {HEAD}); upgrade the ledger package"
     )
 
 
-def prepare(engine: Engine, where: str, *, create: bool) -> bool:
-    """Check the schema is this code's, creating it in an empty database; True if created."""
+def prepare(engine: Engine, where: str, *, create: bool, read_only: bool = False) -> bool:
+    """Check the schema is this code's, creating it in an empty database; True if created.
+
+    Nothing is written to a database that turns out not to be a ledger, nor by a read-only
+    open.
+    """
     from ledger.errors import LedgerNotFoundError
 
     current = state(engine)
     if not current.is_empty:
         require_current(engine, where)
+        if not read_only:
+            ensure_wal(engine)
         return False
+    if read_only:
+        raise LedgerNotFoundError(f"{where} holds no ledger yet; run `ledger init --db {where}`")
     if not create:
         raise LedgerNotFoundError(f"{where} holds no ledger yet; run `ledger init --db {where}`")
     # False when another process (a rank racing this one) created it first.
@@ -101,6 +113,7 @@ def upgrade(engine: Engine, revision: str = "head") -> bool:
     """
     from alembic import command
 
+    ensure_wal(engine)
     with engine.connect() as conn:
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:

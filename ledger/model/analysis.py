@@ -161,6 +161,7 @@ class CompareReport(AnalysisRecord):
     resolution: Resolution | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # warnings a person should read
     plot: str | None = None  # the figure written, when one was asked for
+    fates: dict[str, str] = dataclasses.field(default_factory=dict)  # each run's fate
 
     def run(self, name: str) -> RunAnalysis:
         return next(r for r in self.runs if r.run == name)

@@ -203,6 +203,27 @@ class RunDetail(Record):
     deploy_steps: list[DeployStep]
     log_files: list[LogFile]
     probes: list[Probe]
+    events: list[Event] = dataclasses.field(default_factory=list)  # the notable ones, in order
+    event_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # every kind
+
+
+@dataclasses.dataclass(frozen=True)
+class Event(Record):
+    """Something a log or a probe's output said that matters (an OOM, a recompile…).
+
+    `line` is a line of the log file (`log_file_id`) or of the probe's output (`probe_id`):
+    `where` says which, in words.
+    """
+
+    id: int
+    kind: str
+    text: str
+    line: int | None
+    step: int | None
+    rank: int | None
+    log_file_id: int | None
+    probe_id: int | None
+    where: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,6 +373,9 @@ class SchemaStatus(Record):
     revision: str | None
     head: str
     up_to_date: bool
+    # current, older (run `ledger db upgrade`), newer (written by a newer ledger), empty,
+    # or foreign (tables that are not a ledger's)
+    state: str = "current"
 
 
 @dataclasses.dataclass(frozen=True)

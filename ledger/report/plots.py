@@ -151,7 +151,7 @@ def save_compare_figure(report: CompareReport, path: str | os.PathLike[str]) -> 
     """Write the comparison figure to `path` (.png, .pdf or .svg, from its suffix)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from ledger.errors import InputFileError
+    from ledger.errors import OutputFileError
 
     path = check_plot_path(path)
     figure = compare_figure(report)
@@ -159,5 +159,5 @@ def save_compare_figure(report: CompareReport, path: str | os.PathLike[str]) -> 
     try:
         figure.savefig(path, dpi=120)
     except OSError as exc:
-        raise InputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path

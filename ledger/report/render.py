@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.errors import InputFileError, UsageError
+from ledger.errors import OutputFileError, UsageError
 from ledger.model.report import ReportData
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def write_report(data: ReportData, out: str | os.PathLike[str]) -> Path:
                 for figure in figures.values():
                     pdf.savefig(figure)
     except OSError as exc:
-        raise InputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path
 
 

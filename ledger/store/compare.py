@@ -4,6 +4,7 @@ investigation."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, Resolution
+from ledger.model.terms import FAILED_FATES
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
 from ledger.store.steps import fetch_floats, placeholder, rank_bounds
 
@@ -109,11 +111,45 @@ def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:
     return names
 
 
-def notes(report: CompareReport) -> list[str]:
-    """What a person should know before trusting the table: unsettled runs, unit mismatches."""
+ABSURD = 10.0  # a run 10x above (or below) the baseline is in another unit or scale
+
+
+def judged(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> CompareReport:
+    """The report with each run's fate, the notes a person should read before trusting it,
+    and no "recovered" for a run whose level is absurd against the baseline."""
+    runs = [
+        dataclasses.replace(r, recovered=None) if _absurd(r.vs_baseline_pct) else r
+        for r in report.runs
+    ]
+    report = dataclasses.replace(
+        report, runs=runs, fates={name: fate for name, (fate, _) in fates.items()}
+    )
+    return dataclasses.replace(report, notes=notes(report, fates))
+
+
+def _absurd(pct: float | None) -> bool:
+    return pct is not None and not 100.0 / ABSURD <= pct <= 100.0 * ABSURD
+
+
+def notes(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> list[str]:
+    """What a person should know before trusting the table: runs that died, unsettled
+    runs, levels absurd against the baseline, unit mismatches."""
     found = []
     first = report.runs[0]
     for run in report.runs:
+        fate, reason = fates.get(run.run, ("unknown", None))
+        if fate in FAILED_FATES:
+            why = f" ({reason[:100]})" if reason else ""
+            found.append(
+                f"{run.run} died: {fate}{why}; its figures cover the steps before it ended"
+            )
+        if _absurd(run.vs_baseline_pct) and report.baseline.value is not None:
+            ratio = (run.vs_baseline_pct or 0.0) / 100.0
+            found.append(
+                f"{run.run} runs at {ratio:,.3g}x the baseline ({report.baseline.value:,.6g} "
+                f"{report.baseline.unit or ''}): a different unit or scale? It is not "
+                "compared with the baseline as recovered or not".replace(" )", ")")
+            )
         if not run.settled:
             found.append(
                 f"{run.run} never settled in its first half; its statistics use the second half"

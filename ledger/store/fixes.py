@@ -11,12 +11,20 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
-from ledger.errors import CommandError, ConflictError, InputFileError, NotFoundError, UsageError
+from ledger.errors import (
+    BadContentError,
+    CommandError,
+    ConflictError,
+    InputFileError,
+    NotFoundError,
+    UsageError,
+)
 from ledger.hashing import sha256_file
 from ledger.model import records
 from ledger.redact import redact_code
@@ -37,27 +45,70 @@ class PatchInput:
 
 def prepare(
     summary: str,
-    diff: str | None,
+    diff: str | TextIO | None,
     git_dir: str | os.PathLike[str] | None,
     files: Sequence[str | os.PathLike[str]],
 ) -> PatchInput:
-    """Read the diff, git's view and the hash of every touched file."""
+    """Read the diff (a stream is read only as far as the bound: `/dev/zero` is not read
+    for ever), git's view and the hash of every touched file, each file listed once.
+
+    Without git, the files the diff names (`+++ b/path`) are hashed where they exist here,
+    so that a deploy of them can be checked for drift.
+    """
     summary = summary.strip()
     if not summary:
         raise UsageError("a fix needs a summary saying what the patch changes")
     if diff is not None and git_dir is not None:
         raise UsageError("give the diff either as a file or from git, not both")
+    text = _bounded(
+        diff if diff is None or isinstance(diff, str) else diff.read(MAX_DIFF_BYTES + 1)
+    )
+    if text is not None and "\x00" in text:
+        raise BadContentError("the diff holds NUL bytes: a binary file is not a unified diff")
     commit = None
+    top: Path | None = None
     hashed: dict[str, str] = {}
     if git_dir is not None:
-        commit, diff, changed = _from_git(Path(git_dir))
+        commit, text, changed, top = _from_git(Path(git_dir))
         hashed.update(changed)
+    elif text is not None:
+        for name in diff_paths(text):
+            if Path(name).is_file() and name not in hashed:
+                hashed[name] = sha256_file(name)
     for path in files:
-        hashed[os.path.normpath(os.fspath(path))] = sha256_file(path)
-    if diff is not None and len(diff.encode()) > MAX_DIFF_BYTES:
-        diff = diff.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
-        diff += f"\n[ledger: diff truncated to {MAX_DIFF_BYTES} bytes]\n"
-    return PatchInput(summary, diff, commit, hashed)
+        hashed[_display_path(path, top)] = sha256_file(path)
+    return PatchInput(summary, text, commit, hashed)
+
+
+def _bounded(diff: str | None) -> str | None:
+    if diff is None or (len(diff) <= MAX_DIFF_BYTES and len(diff.encode()) <= MAX_DIFF_BYTES):
+        return diff
+    cut = diff.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
+    return cut + f"\n[ledger: diff truncated to {MAX_DIFF_BYTES} bytes]\n"
+
+
+def diff_paths(diff: str) -> list[str]:
+    """The files a unified diff changes, as its `+++ b/…` lines name them (in order)."""
+    found: list[str] = []
+    for line in diff.splitlines():
+        if line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
+            name = line[4:].split("\t", 1)[0].strip()
+            name = name[2:] if name.startswith(("b/", "w/")) else name
+            if name and name not in found:
+                found.append(os.path.normpath(name))
+    return found
+
+
+def _display_path(path: str | os.PathLike[str], top: Path | None) -> str:
+    """A touched file's name as stored: relative to the repository when it is inside it
+    (as git names the files it reports), else as given."""
+    given = os.path.normpath(os.fspath(path))
+    if top is not None:
+        try:
+            return Path(given).resolve().relative_to(top.resolve()).as_posix()
+        except ValueError:
+            pass
+    return given
 
 
 def record(
@@ -143,8 +194,9 @@ def _git(folder: Path, *args: str) -> str:
     return done.stdout
 
 
-def _from_git(folder: Path) -> tuple[str, str, dict[str, str]]:
-    """HEAD's commit, `git diff HEAD`, and the sha256 of each changed file that still exists."""
+def _from_git(folder: Path) -> tuple[str, str, dict[str, str], Path]:
+    """HEAD's commit, `git diff HEAD`, the sha256 of each changed file that still exists,
+    and the repository's top folder."""
     if not folder.is_dir():
         raise InputFileError(f"{folder}: no such folder (a git repository was expected)")
     top = Path(_git(folder, "rev-parse", "--show-toplevel").strip())
@@ -155,4 +207,4 @@ def _from_git(folder: Path) -> tuple[str, str, dict[str, str]]:
         path = top / name
         if path.is_file():
             changed[name] = sha256_file(path)
-    return commit, diff, changed
+    return commit, _bounded(diff) or "", changed, top

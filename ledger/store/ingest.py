@@ -27,11 +27,12 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.db.types import utcnow
-from ledger.errors import InputFileError, UsageError
+from ledger.errors import BadContentError, ConflictError, InputFileError, UsageError
 from ledger.model import records
 from ledger.model.records import StepWrite
+from ledger.model.terms import Fate
 from ledger.redact import redact
-from ledger.store.lookup import ensure_run
+from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import clean_reason, step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
 
@@ -134,13 +135,60 @@ class LogRequest:
 
 
 def log_file_row(session: Session, run_id: int, file: Path, fmt: str) -> m.LogFile:
+    """The log file's row, created when new, and locked for this transaction: two ingests of
+    one file (eight shells following it on PostgreSQL) take turns instead of both storing
+    what they read. (SQLite's BEGIN IMMEDIATE already serialises every writer.)"""
     key = str(file.resolve())
-    lf = session.scalar(select(m.LogFile).where(m.LogFile.run_id == run_id, m.LogFile.path == key))
-    if lf is None:
-        lf = m.LogFile(run_id=run_id, path=key, size=0, offset=0, lines=0, format=fmt)
-        session.add(lf)
-        session.flush()
-    return lf
+    insert_if_missing(
+        session, m.LogFile, run_id=run_id, path=key, size=0, offset=0, lines=0, format=fmt
+    )
+    query = select(m.LogFile).where(m.LogFile.run_id == run_id, m.LogFile.path == key)
+    return session.scalars(query.with_for_update()).one()
+
+
+def check_owner(session: Session, inv: int, run_id: int, file: Path, size: int) -> None:
+    """Refuse a log whose content another run of the investigation already holds (the same
+    file, or one that starts with the same bytes): under a second name its steps would be
+    dropped as duplicates while its fate overwrote that run's."""
+    others = session.execute(
+        select(m.LogFile.offset, m.LogFile.sha256, m.LogFile.path, m.Run.name)
+        .join(m.Run, m.Run.id == m.LogFile.run_id)
+        .where(
+            m.Run.investigation_id == inv,
+            m.LogFile.run_id != run_id,
+            m.LogFile.sha256.is_not(None),
+            m.LogFile.offset > 0,
+            m.LogFile.offset <= size,
+        )
+    ).all()
+    if not others:
+        return
+    wanted: dict[int, list[tuple[str | None, str, str]]] = {offset: [] for offset, *_ in others}
+    for offset, sha, path, name in others:
+        wanted[offset].append((sha, path, name))
+    digest, done = hashlib.sha256(), 0
+    with file.open("rb") as handle:
+        for offset in sorted(wanted):
+            while done < offset:
+                chunk = handle.read(min(1 << 20, offset - done))
+                if not chunk:
+                    return
+                digest.update(chunk)
+                done += len(chunk)
+            for sha, path, name in wanted[offset]:
+                if digest.hexdigest() == sha:
+                    raise ConflictError(
+                        f"{file} is the log of run {name!r} (read before as {path}); ingest it "
+                        f"under that run (--run {name}, or no --run)"
+                    )
+
+
+def has_training_output(summary: dict[str, Any], fate: str) -> bool:
+    """Steps, a bar, an event or a fate: something a training program printed."""
+    return (
+        bool(summary.get("steps") or summary.get("progress") or summary.get("events"))
+        or fate != Fate.UNKNOWN
+    )
 
 
 def read_log(
@@ -153,6 +201,8 @@ def read_log(
     run_row, created = ensure_run(session, inv, run)
     lf = log_file_row(session, run_row.id, file, "log")
     info = file.stat()
+    if not lf.offset:
+        check_owner(session, inv, run_row.id, file, info.st_size)
     size = info.st_size
     offset = lf.offset or 0
     digest = hashlib.sha256()
@@ -215,6 +265,13 @@ def read_log(
         and now - last_read >= timedelta(seconds=request.stall_after)
     )
     fate, reason = final.fate(stalled=stalled)
+    summary = final.summary(stalled=stalled).to_dict()
+    if created and not has_training_output(summary, fate):
+        # rolls the transaction back: no run is made for a file with nothing of training in it
+        raise NoTrainingOutput(
+            f"{file} holds no training output (no step, bar or event); no run made"
+        )
+    took = not sent.steps or _kept_own_rows(session, run_row.id, lf.id)
     lf.offset = offset
     lf.size = max(size, offset)  # the file may have grown while it was read
     lf.lines = parser.line_no - 1
@@ -224,12 +281,12 @@ def read_log(
     lf.state = json.dumps(state, allow_nan=False)
     if grew or last_read is None:
         lf.ingested_at = now
-    run_row.fate = fate
-    run_row.fate_reason = clean_reason(reason)
+    if took:
+        run_row.fate = fate
+        run_row.fate_reason = clean_reason(reason)
     unit = final.throughput()["unit"]
     if unit and not run_row.throughput_unit:
         run_row.throughput_unit = unit
-    summary = final.summary(stalled=stalled).to_dict()
     steps, ranks, _ = step_counts(session, run_row.id)
     summary["steps"], summary["ranks"] = steps, ranks
     return records.IngestResult(
@@ -243,11 +300,31 @@ def read_log(
         metrics=sent.metrics,
         events=events,
         reset=reset,
-        fate=fate,
-        fate_reason=reason,
+        fate=run_row.fate,
+        fate_reason=(reason if took else run_row.fate_reason) or "",
         summary=summary,
         run_created=created,
     )
+
+
+class NoTrainingOutput(BadContentError):
+    """Raised when a file ingested into a new run holds nothing a training program printed."""
+
+
+def _kept_own_rows(session: Session, run_id: int, log_file_id: int) -> bool:
+    """False when every step this log sent was already another log's: then it is not this
+    run's log, and its fate must not become the run's."""
+    mine = session.scalar(
+        select(m.Step.step)
+        .where(m.Step.run_id == run_id, m.Step.log_file_id == log_file_id)
+        .limit(1)
+    )
+    if mine is not None:
+        return True
+    other_log = session.scalar(
+        select(m.Step.step).where(m.Step.run_id == run_id, m.Step.log_file_id.is_not(None)).limit(1)
+    )
+    return other_log is None  # the rows were the hook's or the API's: the log is this run's
 
 
 def _hash_prefix(file: Path, length: int) -> Any:

@@ -16,17 +16,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ledger.config import DEFAULT_INVESTIGATION, Location, locate
+from ledger.config import DEFAULT_INVESTIGATION, Location
 from ledger.db import models as m
-from ledger.db import schema
-from ledger.db.engine import BUSY_TIMEOUT_MS, make_engine, session_scope, translate_errors
-from ledger.errors import LedgerError, LedgerNotFoundError
+from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
+from ledger.errors import InputFileError
 from ledger.hashing import sha256_file
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
@@ -41,6 +39,7 @@ from ledger.store import (
     ingest,
     lookup,
     meter,
+    opening,
     probes,
     runs,
     settings,
@@ -80,30 +79,20 @@ class Ledger:
         investigation: str | None = None,
         busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
         connect_timeout: float | None = None,
+        read_only: bool = False,
+        check: bool = False,
     ) -> Ledger:
         """Open the ledger at `db` (a path or URL), or the one discovery finds.
 
         `create=False` refuses a ledger that does not exist yet. `busy_timeout` bounds the
         wait for SQLite's write lock; `connect_timeout` the wait for a PostgreSQL server.
+        `read_only` changes nothing in the file; `check` refuses a damaged SQLite file
+        (PRAGMA quick_check) before anything is written to it.
         """
-        location = locate(db)
-        where = location.display()
-        if not create and location.path is not None and not location.path.exists():
-            raise LedgerNotFoundError(
-                f"no ledger at {where}; run `ledger init` here, or pass --db / set LEDGER_DB"
-            )
-        engine = make_engine(
-            location.url,
-            create_dir=create,
-            busy_timeout=busy_timeout,
-            connect_timeout=connect_timeout,
-        )
-        try:
-            with translate_errors(location.url):
-                created = schema.prepare(engine, where, create=create)
-        except BaseException:
-            engine.dispose()  # a refused ledger must not leave connections behind
-            raise
+        location, engine, created = opening.connect(
+            db, create=create, busy_timeout=busy_timeout, connect_timeout=connect_timeout,
+            read_only=read_only, check=check,
+        )  # fmt: skip
         ledger = cls(location, engine, investigation or DEFAULT_INVESTIGATION)
         ledger.created = created
         return ledger
@@ -186,14 +175,15 @@ class Ledger:
         hypothesis: int | str,
         summary: str,
         *,
-        diff: str | None = None,
+        diff: str | TextIO | None = None,
         git_dir: str | os.PathLike[str] | None = None,
         files: Sequence[str | os.PathLike[str]] = (),
         run: str | None = None,
     ) -> records.FixRecord:
         """Record in one transaction: the hypothesis (new unless `hypothesis` is an id), the
         patch with its diff and the sha256 of every file it touched, and the run that tests
-        it. With `git_dir`, the diff is `git diff HEAD` there and the commit is HEAD."""
+        it. `diff` is the text or a stream of it; with `git_dir`, the diff is `git diff HEAD`
+        there and the commit is HEAD."""
         patch = fixes.prepare(summary, diff, git_dir, files)
         with self._write() as (s, inv):
             return fixes.record(s, inv, hypothesis, patch, run)
@@ -403,15 +393,23 @@ class Ledger:
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[records.IngestResult]:
         """Ingest a growing log every `interval` seconds; yields each look's result, the
-        first one always and then those that read something or changed the fate, and
-        stops after a final fate (finished, oom, crashed, nccl, killed)."""
+        first one that found training output and then those that read something or changed
+        the fate, and stops after a final fate (finished, oom, crashed, nccl, killed). A new
+        run is made only once the log shows training output (a file not yet written or
+        still empty is waited for)."""
         cache = ingest.PrefixCache()
         last: records.IngestResult | None = None
         while True:
-            result = self.ingest(
-                path, run, patterns=patterns, tokens_per_step=tokens_per_step,
-                stall_after=stall_after, cache=cache,
-            )  # fmt: skip
+            try:
+                result = self.ingest(
+                    path, run, patterns=patterns, tokens_per_step=tokens_per_step,
+                    stall_after=stall_after, cache=cache,
+                )  # fmt: skip
+            except (ingest.NoTrainingOutput, InputFileError) as exc:
+                if isinstance(exc, InputFileError) and Path(path).exists():
+                    raise  # a folder, a pipe, no permission: waiting will not help
+                sleep(interval)
+                continue
             if last is None or result.read_bytes or result.reset or result.fate != last.fate:
                 yield result
             last = result
@@ -435,14 +433,23 @@ class Ledger:
         patterns: Sequence[str] = (),
         stall_after: float = STALL_AFTER_S,
         sleep: Callable[[float], None] = time.sleep,
+        new: bool = False,
     ) -> records.ProbeResult:
-        """Wait `wait` seconds, run `command` (no shell), record and read what it said."""
+        """Wait `wait` seconds, run `command` (no shell), record and read what it said.
+
+        An unknown run is refused unless `new`; Ctrl-C during the wait is recorded (exit 130).
+        """
         argv = probes.check_command(command)
         with self._write() as (s, inv):
-            probe_id, run_id = probes.start(s, inv, run, argv)
+            probe_id, run_id = probes.start(s, inv, run, argv, new)
             kept = settings.patterns(s)
-        if wait > 0:
-            sleep(wait)
+        try:
+            if wait > 0:
+                sleep(wait)
+        except KeyboardInterrupt:
+            with self._write() as (s, _):
+                probes.interrupted(s, probe_id)
+            raise
         result = run_command(argv, timeout=timeout, echo=echo)
         with self._read() as (s, _):
             earlier = probes.previous(s, run_id, probe_id)
@@ -498,6 +505,7 @@ class Ledger:
                 hypotheses.get(s, inv, resolve)  # fail before the work when it does not exist
             rows = [lookup.run_row(s, inv, name) for name in names]  # unknown names fail here
             units = [row.throughput_unit for row in rows]
+            fates = {row.name: (row.fate, row.fate_reason) for row in rows}
             chosen = compare.override(compare.baseline(s, self.investigation_name), baseline, units)
             data = [
                 (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
@@ -508,7 +516,7 @@ class Ledger:
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
             alpha=DEFAULT_ALPHA if alpha is None else alpha,
         )
-        report = dataclasses.replace(report, notes=compare.notes(report))
+        report = compare.judged(report, fates)
         if plot is not None:
             from ledger.report.plots import save_compare_figure
 
@@ -554,25 +562,15 @@ class Ledger:
     def start_metered_run(
         self, run: str, *, host: str | None, command: str | None, launched_at: datetime
     ) -> records.MeteredRun:
-        """Create the run if needed and mark it running, for a StepMeter (see store.meter).
+        """Create the run if needed and mark it running, for a StepMeter (see store.meter)."""
 
-        Ranks race to create the same run; on PostgreSQL a loser may see a unique violation
-        and finds the winner's row on the next try.
-        """
-        for attempt in range(5):
-            try:
-                with self._write() as (s, inv):
-                    return meter.start_run(
-                        s, inv, run, host=host, command=command, launched_at=launched_at
-                    )
-            except LedgerError as exc:
-                if not isinstance(exc.__cause__, IntegrityError) or attempt == 4:
-                    raise
-            except IntegrityError:
-                if attempt == 4:
-                    raise
-            time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+        def start() -> records.MeteredRun:
+            with self._write() as (s, inv):
+                return meter.start_run(
+                    s, inv, run, host=host, command=command, launched_at=launched_at
+                )
+
+        return meter.retry_race(start)
 
     def write_meter_batch(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
@@ -82,12 +83,14 @@ def insert_if_missing(session: Session, model: type[m.Base], **values: Any) -> b
     select-then-insert would fail one of them on PostgreSQL (SQLite's BEGIN IMMEDIATE
     already serialises writers).
     """
+    key = sa_inspect(model).primary_key
     if session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-        result = session.execute(pg_insert(model).values(**values).on_conflict_do_nothing())
+        statement = pg_insert(model).values(**values).on_conflict_do_nothing().returning(*key)
     else:
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-        result = session.execute(sqlite_insert(model).values(**values).on_conflict_do_nothing())
-    return bool(getattr(result, "rowcount", 0) == 1)
+        statement = sqlite_insert(model).values(**values).on_conflict_do_nothing().returning(*key)
+    # A row comes back only when this call inserted it (rowcount is -1 with RETURNING).
+    return session.execute(statement).first() is not None

@@ -10,15 +10,17 @@ replaces the fates it outranks (one rank finishing does not hide another rank's 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.db.types import utcnow
+from ledger.errors import LedgerError
 from ledger.model import records
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FAILED_FATES, IN_PROGRESS_FATES, Fate
@@ -41,6 +43,23 @@ REPLACES: dict[str, tuple[str, ...]] = {
     # A rank that caught the exception that left its `with` block and trained on.
     Fate.RUNNING: (Fate.CRASHED, Fate.OOM, Fate.KILLED),
 }
+
+
+T = TypeVar("T")
+
+
+def retry_race(start: Callable[[], T], attempts: int = 5) -> T:
+    """Run `start` again when it lost a race: ranks create the same run at once, and on
+    PostgreSQL a loser may see a unique violation, then finds the winner's row."""
+    for attempt in range(attempts):
+        try:
+            return start()
+        except (LedgerError, IntegrityError) as exc:
+            lost = isinstance(exc, IntegrityError) or isinstance(exc.__cause__, IntegrityError)
+            if not lost or attempt == attempts - 1:
+                raise
+        time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def start_run(

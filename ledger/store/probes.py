@@ -23,10 +23,11 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.terms import FAILED_FATES, Fate
-from ledger.proc import CommandResult
+from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult
 from ledger.redact import redact
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run
+from ledger.store.lookup import run_row as run_row_of
 from ledger.store.runs import clean_reason
 
 Position = tuple[Any, Any, Any]  # (last step, last bar's description, last bar's n)
@@ -50,9 +51,10 @@ def check_command(command: Sequence[str]) -> list[str]:
     return argv
 
 
-def start(session: Session, inv: int, run: str, argv: list[str]) -> tuple[int, int]:
-    """The probe's row, before its command runs; returns (probe id, run id)."""
-    run_row, _ = ensure_run(session, inv, run)
+def start(session: Session, inv: int, run: str, argv: list[str], new: bool) -> tuple[int, int]:
+    """The probe's row, before its command runs; returns (probe id, run id). An unknown
+    run is refused (a typo would make a stray run) unless `new` asks for it."""
+    run_row = ensure_run(session, inv, run)[0] if new else run_row_of(session, inv, run)
     row = m.Probe(
         run_id=run_row.id,
         command=redact(shlex.join(argv)) or "",
@@ -121,6 +123,14 @@ def read_output(
     return Reading(fate, reason, summary, conclusion)
 
 
+def interrupted(session: Session, probe_id: int) -> None:
+    """A probe stopped by Ctrl-C before its command ran: recorded as such, exit 130."""
+    row = session.get_one(m.Probe, probe_id)
+    row.ended_at = utcnow()
+    row.exit_code = EXIT_INTERRUPTED
+    row.conclusion = "interrupted before the command ran"
+
+
 def finish(
     session: Session, probe_id: int, run_id: int, result: CommandResult, reading: Reading
 ) -> None:
@@ -183,7 +193,12 @@ def _conclusion(
         parts.append(step)
     elif parser.bar is not None:
         parts.append(parser.bar.describe())
-    if fate not in FAILED_FATES:
+    failed = result.timed_out or result.exit_code not in (0, None)
+    if failed and fate == Fate.UNKNOWN:
+        # The probe itself failed (ssh could not connect, tail found no file): say so with
+        # the command's own last words, never "no crash" about a run nobody looked at.
+        parts.append(_failure(result))
+    elif fate not in FAILED_FATES:
         parts.append("no crash")
     else:
         # Say what decided the fate (the OOM line), not whatever the launcher printed last.
@@ -195,8 +210,22 @@ def _conclusion(
         from ledger.logs.nvsmi import describe
 
         line += "; " + describe(summary["gpus"])
-    if result.timed_out:
+    if result.timed_out and not (failed and fate == Fate.UNKNOWN):
         line += " (the probe timed out)"
-    elif result.exit_code:
+    elif result.exit_code and not (failed and fate == Fate.UNKNOWN):
         line += f" (the probe command exited {result.exit_code})"
     return line
+
+
+def _failure(result: CommandResult) -> str:
+    """What went wrong with the probe command, in its own words where it left some."""
+    if result.timed_out:
+        head = "the probe command timed out"
+    elif result.exit_code == EXIT_NOT_FOUND and "command not found" in result.output:
+        head = "the probe command was not found"
+    elif result.exit_code == EXIT_INTERRUPTED:
+        head = "the probe was interrupted"
+    else:
+        head = f"the probe command failed (exit {result.exit_code})"
+    said = [line.strip() for line in result.output.splitlines() if line.strip()]
+    return f"{head}: {said[-1][:160]}" if said else head

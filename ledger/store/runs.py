@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.terms import FATES
+from ledger.model.terms import FATES, EventKind
 from ledger.redact import redact
 from ledger.store import deploys
 from ledger.store.fixes import patch_record
@@ -108,7 +108,49 @@ def detail(session: Session, row: m.Run) -> records.RunDetail:
         deploy_steps=deploys.steps_of(session, row.id, row.name),
         log_files=[records.from_row(records.LogFile, f) for f in logs],
         probes=[probe_record(session, p) for p in probes],
+        events=notable_events(session, row.id, {f.id: f.path for f in logs}),
+        event_counts=event_counts(session, row.id),
     )
+
+
+NOTABLE = (
+    EventKind.OOM, EventKind.NCCL, EventKind.RECOMPILE, EventKind.GRAPH_BREAK,
+    EventKind.TRACEBACK, EventKind.SIGNAL, EventKind.EXIT, EventKind.STALL, EventKind.RESTART,
+)  # fmt: skip
+NOTABLE_SHOWN = 50
+
+
+def event_counts(session: Session, run_id: int) -> dict[str, int]:
+    rows = session.execute(
+        select(m.LogEvent.kind, func.count())
+        .where(m.LogEvent.run_id == run_id)
+        .group_by(m.LogEvent.kind)
+        .order_by(m.LogEvent.kind)
+    ).all()
+    return {str(kind): int(n) for kind, n in rows}
+
+
+def notable_events(
+    session: Session, run_id: int, log_paths: dict[int, str], limit: int = NOTABLE_SHOWN
+) -> list[records.Event]:
+    """The run's last `limit` OOMs, NCCL failures, recompiles, tracebacks… in order."""
+    rows = session.scalars(
+        select(m.LogEvent)
+        .where(m.LogEvent.run_id == run_id, m.LogEvent.kind.in_(NOTABLE))
+        .order_by(m.LogEvent.id.desc())
+        .limit(limit)
+    ).all()
+    return [event_record(e, log_paths) for e in reversed(rows)]
+
+
+def event_record(e: m.LogEvent, log_paths: dict[int, str]) -> records.Event:
+    if e.probe_id is not None:
+        where = f"line {e.line} of probe #{e.probe_id}'s output"
+    elif e.log_file_id is not None:
+        where = f"line {e.line} of {log_paths.get(e.log_file_id, 'its log')}"
+    else:
+        where = "recorded without a line"
+    return records.from_row(records.Event, e, where=where)
 
 
 def probe_record(session: Session, probe: m.Probe) -> records.Probe:

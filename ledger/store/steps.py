@@ -265,7 +265,12 @@ def float_value(value: Any, sqlite: bool) -> tuple[Any, bool]:
     if isinstance(number, bool):
         return float(number), False
     if isinstance(number, int):
-        return (number if INT_MIN <= number <= INT_MAX else float(number)), False
+        if INT_MIN <= number <= INT_MAX:
+            return number, False
+        try:
+            return float(number), False
+        except OverflowError:  # past 1.8e308: no float holds it
+            return None, True
     if isinstance(number, float):
         return (NAN_TEXT if sqlite and math.isnan(number) else number), False
     return None, True

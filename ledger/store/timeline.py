@@ -14,7 +14,7 @@ from ledger.model import records
 _ORDER = {
     kind: i
     for i, kind in enumerate(
-        ("hypothesis", "patch", "run", "deploy", "log_file", "probe", "resolution")
+        ("hypothesis", "patch", "run", "deploy", "log_file", "probe", "event", "resolution")
     )
 }
 
@@ -33,6 +33,7 @@ def entries(session: Session, inv: int) -> list[records.TimelineEntry]:
         *_deploys(session, inv),
         *_log_files(session, inv),
         *_probes(session, inv),
+        *_events(session, inv),
     ]
     found.sort(key=lambda e: (e.when, _ORDER[e.kind], e.id))
     return found
@@ -129,6 +130,40 @@ def _log_files(session: Session, inv: int) -> list[records.TimelineEntry]:
                 f"{run}: {f.path} ({f.lines} lines read)",
             )
         )
+    return out
+
+
+# The events that tell the story of a run; warnings and progress notes stay in `show`.
+_STORY = ("oom", "nccl", "recompile", "graph_break", "signal", "stall", "restart")
+
+
+def _events(session: Session, inv: int) -> list[records.TimelineEntry]:
+    """One entry per run and kind of notable event: when it first appeared, and how often."""
+    grouped = session.execute(
+        select(m.LogEvent.run_id, m.LogEvent.kind, func.min(m.LogEvent.id), func.count())
+        .join(m.Run, m.Run.id == m.LogEvent.run_id)
+        .where(m.Run.investigation_id == inv, m.LogEvent.kind.in_(_STORY))
+        .group_by(m.LogEvent.run_id, m.LogEvent.kind)
+    ).all()
+    if not grouped:
+        return []
+    firsts = {
+        e.id: e
+        for e in session.scalars(
+            select(m.LogEvent).where(m.LogEvent.id.in_([g[2] for g in grouped]))
+        )
+    }
+    names = dict(
+        session.execute(select(m.Run.id, m.Run.name).where(m.Run.investigation_id == inv)).all()
+    )
+    out = []
+    for run_id, kind, first_id, n in grouped:
+        first = firsts[first_id]
+        run = names.get(run_id, "?")
+        times = f" ×{n}" if n > 1 else ""
+        step = f" at step {first.step:,}" if first.step is not None else ""
+        summary = f"{run}: {kind}{times}{step}: {_short(first.text, 70)}"
+        out.append(_entry(first.created_at, "event", first.id, run, summary))
     return out
 
 

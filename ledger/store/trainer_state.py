@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.db.types import utcnow
-from ledger.errors import InputFileError
+from ledger.errors import BadContentError
 from ledger.model import records
 from ledger.model.terms import Fate
 from ledger.store.ingest import log_file_row
@@ -25,17 +25,31 @@ from ledger.store.steps import StepWriter
 COLUMNS = ("throughput", "loss")
 
 
+MAX_BYTES = 1 << 30  # a trainer_state.json is kilobytes; a GB of JSON is not one
+
+
 def read(path: Path) -> tuple[bytes, dict[str, Any], list[Any]]:
-    """The file's bytes, its state and its log_history, or InputFileError."""
+    """The file's bytes, its state and its log_history, or BadContentError."""
+    if path.stat().st_size > MAX_BYTES:
+        raise BadContentError(f"{path} is too large to be a trainer_state.json")
     data = path.read_bytes()
     try:
         state = json.loads(data)
         history = state["log_history"]
         if not isinstance(history, list):
             raise TypeError
+    except RecursionError as exc:
+        raise BadContentError(f"{path} nests too deeply to be a trainer_state.json") from exc
     except (ValueError, KeyError, TypeError) as exc:
-        raise InputFileError(f"{path} is not a trainer_state.json with a log_history") from exc
+        raise BadContentError(f"{path} is not a trainer_state.json with a log_history") from exc
     return data, state, history
+
+
+def _number(value: Any) -> float | int | None:
+    """A JSON number as Python reads it (NaN, Infinity and huge ints included), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
 
 
 def ingest(session: Session, inv: int, path: Path, run: str) -> records.IngestResult:
@@ -48,8 +62,8 @@ def ingest(session: Session, inv: int, path: Path, run: str) -> records.IngestRe
         rows, metric_rows, finished = history_rows(history)
         writer = StepWriter(session.connection(), run_row.id, log_file_id=lf.id, columns=COLUMNS)
         sent = writer.write(rows, metric_rows)
-        max_steps = state.get("max_steps") or 0
-        global_step = state.get("global_step") or 0
+        max_steps = _number(state.get("max_steps")) or 0
+        global_step = _number(state.get("global_step")) or 0
         if finished or (max_steps and global_step >= max_steps):
             run_row.fate = Fate.FINISHED
             run_row.fate_reason = f"global_step {global_step} of max_steps {max_steps}"
@@ -86,11 +100,12 @@ def history_rows(
         if not isinstance(raw, int | float) or isinstance(raw, bool):
             continue
         step: Any = int(raw) if abs(raw) < 2**63 else raw  # the writer counts what is not int64
-        loss = entry.get("loss")
-        if isinstance(loss, int | float) and step not in rows:
-            rows[step] = (0, step, entry.get("train_tokens_per_second"), float(loss))
+        loss = _number(entry.get("loss"))
+        if loss is not None and step not in rows:
+            # the writer checks each value: a 400-digit number or Infinity costs only itself
+            rows[step] = (0, step, entry.get("train_tokens_per_second"), loss)
         for name, value in entry.items():
-            if name in ("step", "loss") or not isinstance(value, int | float):
+            if name in ("step", "loss") or _number(value) is None:
                 continue
             metrics.append((0, step, str(name), value))
     return list(rows.values()), metrics, finished
