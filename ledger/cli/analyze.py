@@ -63,7 +63,7 @@ class Percent(click.ParamType):  # type: ignore[type-arg]  # generic only since 
     "plot_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Also draw throughput over steps (.png, .pdf or .svg).",
+    help="Also draw throughput over steps (.png, .pdf or .svg; a missing folder is created).",
 )
 @click.option(
     "--resolve",
