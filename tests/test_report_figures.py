@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from test_report_fixtures import add_probe_gpus, figure_texts, steps
 
-from ledger.report.numbers import interval_digits, interval_text
-
 
 @pytest.fixture
 def reported(lg) -> object:
@@ -73,6 +71,8 @@ def test_no_legend_covers_data(reported) -> None:
 
 
 def test_intervals_print_at_a_precision_that_separates_them() -> None:
+    from ledger.report.numbers import interval_digits, interval_text
+
     close = [(10931.0, 10951.0), (10932.0, 10952.0), (14180.0, 14210.0)]
     digits = interval_digits(close)
     printed = [interval_text(i, digits) for i in close]

@@ -11,8 +11,6 @@ import pytest
 from helpers import run_cli, run_json
 from test_report_fixtures import add_events, set_deploy_time, set_run_times, steps
 
-from ledger.model.report import RAN_CREATED, RAN_FIRST_STEP, RAN_RELAUNCH, RAN_STARTED
-
 
 def _log(path: Path, day: int, level: float, n: int = 300) -> Path:
     """A timestamped training log (the structured shape), a step a second from 10:00."""
@@ -30,6 +28,8 @@ def _log(path: Path, day: int, level: float, n: int = 300) -> Path:
 
 def test_attempts_follow_when_they_ran_not_when_their_row_was_made(tmp_path: Path) -> None:
     """The README's order: record-fix --run X first, then ingest the older logs."""
+    from ledger.model.report import RAN_FIRST_STEP
+
     assert run_cli("init", "--baseline", "14200", "--unit", "tok/s").exit_code == 0
     assert run_cli("hypothesis", "add", "mask closures recompile").exit_code == 0
     fix = ["record-fix", "--hypothesis", "1", "--summary", "gate the cache", "--run", "eager_new"]
@@ -56,6 +56,8 @@ def test_attempts_follow_when_they_ran_not_when_their_row_was_made(tmp_path: Pat
 
 
 def test_without_step_times_the_run_start_then_the_relaunch_then_the_row(lg) -> None:
+    from ledger.model.report import RAN_CREATED, RAN_RELAUNCH, RAN_STARTED
+
     made = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
     lg.ensure_run("relaunched")  # made first, relaunched late
     lg.deploy("relaunched", "relaunch", ["true"])

@@ -10,8 +10,6 @@ import pytest
 from helpers import run_cli
 from test_report_fixtures import LONG, MATH, RLO, add_events, figure_texts, steps
 
-from ledger.report.text import clean, mpl, short_names
-
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 
 
@@ -63,6 +61,8 @@ def test_compare_plot_of_a_math_name(hostile, tmp_path: Path) -> None:
 
 
 def test_clean_drops_controls_and_keeps_text() -> None:
+    from ledger.report.text import clean, mpl
+
     assert clean(f"a{BIDI}b") == "ab"
     assert clean("tab\tand\nnewline") == "tab\tand\nnewline"
     assert clean("\x1b[31mred\x1b[0m\x00") == "[31mred[0m"
@@ -89,6 +89,8 @@ def test_figure_text_holds_no_control_character(hostile) -> None:
 
 
 def test_short_names_stay_distinct() -> None:
+    from ledger.report.text import short_names
+
     a, b = "run_" + "a" * 500 + "_one", "run_" + "a" * 500 + "_two"
     middle = ["x" * 100 + "1" + "x" * 100, "x" * 100 + "2" + "x" * 100]  # differ mid-name
     labels = short_names([a, b, *middle, "short"], 40)
