@@ -197,7 +197,9 @@ def isolate(text: str, names: list[str]) -> list[Piece]:
     wanted = sorted({n for n in names if n}, key=len, reverse=True)
     if not wanted:
         return [Piece(text)]
-    pattern = re.compile("|".join(re.escape(n) for n in wanted))
+    # a name inside a longer word or path (train_baseline.log) is not the run's name there
+    names = "|".join(re.escape(n) for n in wanted)
+    pattern = re.compile(rf"(?<![\w./-])(?:{names})(?![\w/-])")
     pieces, at = [], 0
     for match in pattern.finditer(text):
         if match.start() > at:
