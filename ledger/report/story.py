@@ -198,8 +198,8 @@ def isolate(text: str, names: list[str]) -> list[Piece]:
     if not wanted:
         return [Piece(text)]
     # a name inside a longer word or path (train_baseline.log) is not the run's name there
-    names = "|".join(re.escape(n) for n in wanted)
-    pattern = re.compile(rf"(?<![\w./-])(?:{names})(?![\w/-])")
+    alternatives = "|".join(re.escape(n) for n in wanted)
+    pattern = re.compile(rf"(?<![\w./-])(?:{alternatives})(?![\w/-])")
     pieces, at = [], 0
     for match in pattern.finditer(text):
         if match.start() > at:
