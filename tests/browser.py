@@ -44,6 +44,7 @@ class PageReport:
     images: list[dict[str, Any]] = field(default_factory=list)
     text: str = ""
     screenshot_png: bytes = b""
+    values: dict[str, Any] = field(default_factory=dict)  # what each expression evaluated to
 
 
 class Browser:
@@ -76,8 +77,15 @@ class Browser:
         self.close()
 
     def load(
-        self, path: Path, settle_s: float = 1.0, width: int = 1400, height: int = 1000
+        self,
+        path: Path,
+        settle_s: float = 1.0,
+        width: int = 1400,
+        height: int = 1000,
+        evaluate: dict[str, str] | None = None,
     ) -> PageReport:
+        """Open `path` at a `width` × `height` viewport; `evaluate` maps names to JavaScript
+        expressions whose values land in `values`."""
         import websocket  # websocket-client, a dev dependency
 
         new_tab = f"http://127.0.0.1:{self.port}/json/new?about:blank"
@@ -111,6 +119,8 @@ class Browser:
             )
             report.images = images or []
             report.text = self._evaluate(ws, report, "document.body.innerText") or ""
+            for name, expression in (evaluate or {}).items():
+                report.values[name] = self._evaluate(ws, report, expression)
             shot = self._call(
                 ws, report, "Page.captureScreenshot", format="png", captureBeyondViewport=True
             )
@@ -180,3 +190,45 @@ class Browser:
                     }
                 )
             )
+
+
+# The text of each element matching a selector as it is drawn: every character placed by
+# where the browser put it (lines top to bottom, characters left to right), so text that
+# bidi controls mirrored reads mirrored here, unlike innerText, which keeps logical order.
+VISUAL_TEXT = """
+Array.from(document.querySelectorAll(%s)).map(element => {
+  const chars = [];
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const box = range.getBoundingClientRect();
+      if (box.width > 0) chars.push({y: (box.top + box.bottom) / 2, x: box.left, c: node.data[i]});
+    }
+  }
+  chars.sort((a, b) => a.y - b.y);
+  let line = 0;
+  chars.forEach((ch, i) => {
+    if (i && ch.y - chars[i - 1].y > 8) line += 1;
+    ch.line = line;
+  });
+  chars.sort((a, b) => a.line - b.line || a.x - b.x);
+  return chars.map(ch => ch.c).join("");
+})
+"""
+
+
+def visual_text(selector: str) -> str:
+    """A JavaScript expression: the drawn text of every element `selector` matches."""
+    return VISUAL_TEXT % json.dumps(selector)
+
+
+# How wide the page and its tables are drawn, against the viewport.
+WIDTHS = """({
+  viewport: window.innerWidth,
+  page: document.documentElement.scrollWidth,
+  body: document.body.getBoundingClientRect().right,
+  tables: Array.from(document.querySelectorAll("table")).map(t => t.getBoundingClientRect().right),
+})"""

@@ -60,11 +60,13 @@ def test_png_and_pdf(investigation, tmp_path: Path) -> None:
 
     figures = investigation.report_data()
     from ledger.report.figures import overview_figures
+    from ledger.report.pages import heading_figure
     from ledger.report.render import DPI
 
-    expected = sum(round(f.get_figheight() * DPI) for f in overview_figures(figures).values())
+    parts = [heading_figure(figures), *overview_figures(figures).values()]
+    expected = sum(round(f.get_figheight() * DPI) for f in parts)
     with Image.open(tmp_path / "r.png") as image:
-        assert abs(image.height - expected) <= 4  # every figure, stacked
+        assert abs(image.height - expected) <= 6  # the heading, then every figure, stacked
     pdf = investigation.write_report(tmp_path / "r.pdf").read_bytes()
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(b"/Type /Page ") >= 3
 
@@ -74,8 +76,7 @@ def test_cli_report(investigation, tmp_path: Path) -> None:
     assert Path(result["out"]).is_file()
     only = run_json("report", "--runs", "reference", "--out", str(tmp_path / "one.html"))
     assert (
-        "attempt"
-        not in Path(only["out"]).read_text().split("<h2>Attempts</h2>")[1].split("</table>")[0]
+        "attempt" not in Path(only["out"]).read_text().split("<h2>Attempts")[1].split("</table>")[0]
     )
     bad = run_cli("report", "--out", str(tmp_path / "r.docx"))
     assert bad.exit_code == 2 and "Error:" in bad.stderr and ".html, .png or .pdf" in bad.stderr
@@ -97,3 +98,45 @@ def test_report_reads_one_run_per_attempt(investigation) -> None:
     assert attempt.comparison is not None and attempt.comparison.verdict == "regression"
     assert never.analysis is None and never.why_not_analysed == "no steps recorded"
     assert attempt.step_times_s is not None and len(attempt.step_times_s) > 300
+
+
+def _formats_in_help(*command: str, option: str) -> set[str]:
+    """The file suffixes the help of `option` names."""
+    text = " ".join(run_cli(*command, "--help").stdout.split("Options:", 1)[1].split())
+    found = text.split(f"{option} FILE", 1)[1].split(" --", 1)[0]
+    return set(re.findall(r"\.(?:[a-z]{3,4})\b", found))
+
+
+def test_the_formats_the_help_lists_are_the_ones_accepted(investigation, tmp_path: Path) -> None:
+    from ledger.report.plots import PLOT_FORMATS
+    from ledger.report.render import FORMATS
+
+    report_formats = _formats_in_help("report", option="--out")
+    plot_formats = _formats_in_help("compare", option="--plot")
+    assert report_formats == set(FORMATS) == {".html", ".png", ".pdf"}
+    assert plot_formats == set(PLOT_FORMATS) == {".png", ".pdf", ".svg"}
+    for suffix in report_formats:
+        assert run_cli("report", "--out", str(tmp_path / f"r{suffix}")).exit_code == 0
+    for suffix in plot_formats:
+        result = run_cli("compare", "reference", "--plot", str(tmp_path / f"c{suffix}"))
+        assert result.exit_code == 0, result.stderr
+    for suffix in (".svg", ".jpg", ".htm"):
+        refused = run_cli("report", "--out", str(tmp_path / f"r{suffix}"))
+        assert refused.exit_code == 2 and ".html, .png or .pdf" in refused.stderr
+    for suffix in (".html", ".jpg"):
+        refused = run_cli("compare", "reference", "--plot", str(tmp_path / f"c{suffix}"))
+        assert refused.exit_code == 2 and ".png, .pdf or .svg" in refused.stderr
+
+
+def test_report_and_plot_create_a_missing_folder_alike(investigation, tmp_path: Path) -> None:
+    report = run_cli("report", "--out", str(tmp_path / "new" / "deeper" / "r.pdf"))
+    plot = run_cli("compare", "reference", "--plot", str(tmp_path / "other" / "deeper" / "c.png"))
+    assert (report.exit_code, plot.exit_code) == (0, 0), (report.stderr, plot.stderr)
+    assert (tmp_path / "new" / "deeper" / "r.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "other" / "deeper" / "c.png").read_bytes().startswith(b"\x89PNG")
+    # where a folder cannot be made (a file stands in its place), both say so alike
+    (tmp_path / "afile").write_text("x")
+    report = run_cli("report", "--out", str(tmp_path / "afile" / "r.html"))
+    plot = run_cli("compare", "reference", "--plot", str(tmp_path / "afile" / "c.png"))
+    for result in (report, plot):
+        assert result.exit_code == 1 and result.stderr.startswith("Error: cannot write")

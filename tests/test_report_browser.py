@@ -5,10 +5,12 @@ hypothesis shows as text and runs nothing."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_path
+from browser import WIDTHS, Browser, chromium_path, visual_text
+from test_report_fixtures import LONG, RLO, add_events, steps
 
 from ledger.demo import run_demo
 
@@ -42,10 +44,59 @@ def test_the_demo_report_in_a_browser(chromium: str, tmp_path: Path) -> None:
     assert page.dialogs == []  # neither the <script> nor the onerror handler ran
     fetched = [u for u in page.requests if not u.startswith(("data:", report.as_uri()))]
     assert fetched == []  # nothing over the network, nothing else from disk
-    assert len(page.images) == 4
+    assert len(page.images) == 5  # marathon, throughput, loss, step times, GPUs
     for image in page.images:
         assert image["complete"] and image["width"] > 0 and image["height"] > 0
     assert XSS in page.text  # the hypothesis is shown as the text it is
     assert "eager_dynamiccopy" in page.text and "DRIFT" in page.text
     (tmp_path / "report.png").write_bytes(page.screenshot_png)
     assert page.screenshot_png.startswith(b"\x89PNG")
+
+
+@pytest.fixture
+def hostile_report(lg, tmp_path: Path) -> Path:
+    """A report whose latest attempt has U+202E in its name and whose other has 3,000
+    characters, with an OOM and a recompile on the cards."""
+    lg.set_baseline(14200, "tok/s")
+    lg.add_steps("reference", steps(14200, seed=1, wall_from=1.7e9), throughput_unit="tok/s")
+    lg.add_steps(LONG, steps(12000, seed=2, wall_from=1.7e9 + 5000), throughput_unit="tok/s")
+    lg.set_fate(LONG, "oom", f"CUDA out of memory {RLO}reversed")
+    add_events(lg, LONG, [{"kind": "recompile", "text": f"function {RLO}f", "step": 40}])
+    # the widest figures a table cell holds: a run in another unit or scale
+    lg.add_steps("per_job", steps(14200 * 11879.6, seed=4, wall_from=1.7e9 + 7000))
+    name = f"evil{RLO}attempt"
+    lg.add_steps(name, steps(14150, seed=3, wall_from=1.7e9 + 9000), throughput_unit="tok/s")
+    return Path(lg.write_report(tmp_path / "hostile.html"))
+
+
+@pytest.mark.slow
+def test_bidi_controls_reorder_no_verdict_line(chromium: str, hostile_report: Path) -> None:
+    with Browser(chromium) as browser:
+        page = browser.load(hostile_report, evaluate={"verdicts": visual_text(".verdict li")})
+    assert page.console_errors == []
+    verdicts = page.values["verdicts"]
+    (latest,) = [v for v in verdicts if v.startswith("Latest attempt:")]
+    # as drawn, left to right: the name, its fate, then the figures in reading order
+    assert re.fullmatch(
+        r"Latest attempt: evilattempt ?unknown at 14\.\dK tok/s, \d+\.\d % of the baseline "
+        r"\(recovered\)\.",
+        latest,
+    ), latest
+    compared = [v for v in verdicts if v.startswith("evilattempt")]
+    assert compared and re.search(r"\(CI -?\d+\.\d", compared[0]), compared
+    assert not [v for v in verdicts if "enilesab" in v or "desrever" in v]  # nothing mirrored
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1400, 900])
+def test_a_long_name_keeps_every_table_on_screen(
+    chromium: str, hostile_report: Path, width: int, tmp_path: Path
+) -> None:
+    with Browser(chromium) as browser:
+        page = browser.load(hostile_report, width=width, evaluate={"widths": WIDTHS})
+    widths = page.values["widths"]
+    assert widths["page"] <= widths["viewport"], widths  # no sideways scrolling
+    assert widths["tables"] and max(widths["tables"]) <= widths["body"] + 1, widths
+    for image in page.images:  # the figures did not collapse
+        assert image["complete"] and image["width"] >= 1000 and image["height"] >= 300
+    (tmp_path / f"hostile-{width}.png").write_bytes(page.screenshot_png)

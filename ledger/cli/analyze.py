@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     "plot_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Also draw throughput over steps (.png, .pdf or .svg).",
+    help="Also draw throughput over steps (.png, .pdf or .svg; a missing folder is created).",
 )
 @click.option(
     "--resolve",

@@ -9,9 +9,16 @@ import click
 
 from ledger.cli.app import cli, emit, json_option, with_ledger
 from ledger.cli.params import Percent
+from ledger.report.render import FORMAT_HELP
 
 if TYPE_CHECKING:
     from ledger.store import Ledger
+
+OUT_HELP = (
+    "The file to write, in the format its suffix names: "
+    + "; ".join(f"{suffix} ({words})" for suffix, words in FORMAT_HELP.items())
+    + ". A missing folder is created."
+)
 
 
 @cli.command()
@@ -20,7 +27,7 @@ if TYPE_CHECKING:
     "runs",
     multiple=True,
     metavar="RUN",
-    help="Only these runs (repeatable; default: all, oldest first).",
+    help="Only these runs (repeatable; default: all). Attempts are shown in the order they ran.",
 )
 @click.option(
     "--out",
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
     default=Path("report.html"),
     show_default=True,
     metavar="FILE",
-    help="report.html (one self-contained page), .png (one image) or .pdf (a page a figure).",
+    help=OUT_HELP,
 )
 @click.option(
     "--threshold",
@@ -41,8 +48,9 @@ if TYPE_CHECKING:
 def report(
     lg: Ledger, runs: tuple[str, ...], out: Path, threshold: float | None, as_json: bool
 ) -> None:
-    """Draw the investigation: throughput per run, every attempt against the baseline,
-    step-time distributions, GPU memory and utilisation, and the chain from each hypothesis
-    to its verdict. The HTML page needs no network and opens from disk."""
+    """Draw the investigation: every attempt in the order it ran against the baseline,
+    throughput per run with its recompiles, OOMs and NCCL failures marked, loss, step-time
+    distributions, GPU memory against the card's capacity, and the chain from each
+    hypothesis to its verdict. The HTML page needs no network and opens from disk."""
     path = lg.write_report(out, list(runs) or None, threshold=threshold)
     emit({"out": str(path)}, as_json, lambda _: f"report written to {path}")

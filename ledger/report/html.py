@@ -1,31 +1,38 @@
 """The HTML report: one self-contained file, figures embedded, nothing fetched.
 
-Every piece of user text (hypotheses, summaries, commands, log lines) goes through
-`esc`. As a second line of defence the page carries a Content-Security-Policy that allows
-no script and no network request at all, only inline styles and data: images.
+Every piece of user text (run names, hypotheses, summaries, commands, log lines) goes
+through `esc`, which also drops the control characters that could reorder the page
+(U+202E would mirror a whole verdict line), and inline user text sits in `<bdi>`, so a
+right-to-left name cannot pull the numbers beside it out of place. As a second line of
+defence the page carries a Content-Security-Policy that allows no script and no network
+request at all, only inline styles and data: images.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ledger.analyze.wording import short_value
 from ledger.model.report import Attempt, ReportData
-from ledger.model.terms import FAULT_FATES
+from ledger.report import story
 from ledger.report.colors import FATE_COLORS
+from ledger.report.numbers import grouped, interval_digits, interval_text, value_text
+from ledger.report.text import clean, short_names
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
     "base-uri 'none'; form-action 'none'"
 )
 
+# overflow-wrap:anywhere lets a 3,000-character run name break inside the word, and the
+# `wrap` block's max-width keeps such a name from taking the table's width from the
+# other columns: the table stays as wide as the page, every column readable.
 STYLE = """
 body { font: 14px/1.45 -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; color: #1d2430;
-       margin: 0 auto; max-width: 1180px; padding: 24px 28px 64px; }
+       margin: 0 auto; max-width: 1180px; padding: 24px 28px 64px; overflow-wrap: anywhere; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 34px 0 10px;
      border-bottom: 1px solid #dde2ea; padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 18px 0 6px; }
@@ -36,10 +43,13 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 img { max-width: 100%; height: auto; display: block; margin: 6px 0 4px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 6px 0; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid #e7ebf0;
-         vertical-align: top; }
+         vertical-align: top; overflow-wrap: normal; }
 th { background: #f7f9fc; font-weight: 600; }
+td .wrap { display: block; min-width: 6em; max-width: 24em; overflow-wrap: anywhere; }
+td.text { overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.fate { display: inline-block; padding: 0 7px; border-radius: 9px; color: #fff; font-size: 12px; }
+.fate { display: inline-block; padding: 0 7px; border-radius: 9px; color: #fff; font-size: 12px;
+        white-space: nowrap; }
 .drift { color: #fff; background: #d62828; padding: 0 6px; border-radius: 3px; font-weight: 700; }
 .ok { color: #2a9d8f; font-weight: 600; } .bad { color: #d62828; font-weight: 600; }
 code, pre { font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; }
@@ -47,33 +57,79 @@ pre { background: #f7f9fc; padding: 6px 8px; overflow-x: auto; white-space: pre-
       margin: 4px 0; }
 .card { border: 1px solid #dde2ea; border-radius: 6px; padding: 8px 14px 10px; margin: 12px 0; }
 .chain { margin: 4px 0 0 0; padding-left: 18px; } .chain li { margin: 2px 0; }
+.events { margin: 2px 0 0 0; padding-left: 18px; }
+@media (max-width: 1000px) {
+  table { font-size: 12px; } th, td { padding: 4px 5px; } .fate { padding: 0 5px; }
+}
+.attempt { border-top: 1px solid #e7ebf0; margin-top: 8px; padding-top: 6px; }
 """
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for the page: control and bidi characters dropped, then HTML-escaped."""
+    return html.escape(clean(value), quote=True)
+
+
+def user(value: Any) -> str:
+    """User text inline, isolated from the text around it."""
+    return f"<bdi>{esc(value)}</bdi>"
+
+
+NAME_CHARS = 120  # a run name in a sentence or a table; its card shows it whole
+
+
+def run_name(name: str, label: str | None = None) -> str:
+    """A run's name in bold, isolated; shown as `label` (a shortened name) with the whole
+    name as its tooltip when one is given."""
+    if label is None or label == name:
+        return f"<b>{user(name)}</b>"
+    return f'<b title="{esc(name)}">{user(label)}</b>'
+
+
+def pieces(line: Iterable[story.Piece], labels: dict[str, str] | None = None) -> str:
+    """A line of the story as HTML; `labels` shortens run names (see `short_labels`)."""
+    out = []
+    for piece in line:
+        if piece.kind == story.NAME:
+            out.append(run_name(piece.text, (labels or {}).get(piece.text)))
+        elif piece.kind == story.USER:
+            out.append(user(piece.text))
+        elif piece.kind == story.FATE:
+            out.append(_fate(piece.text))
+        elif piece.kind in (story.OK, story.BAD):
+            out.append(f'<span class="{piece.kind}">{esc(piece.text)}</span>')
+        else:
+            out.append(esc(piece.text))
+    return "".join(out)
+
+
+def short_labels(data: ReportData) -> dict[str, str]:
+    names = [a.name for a in data.attempts] + [e.run for e in data.timeline if e.run]
+    return short_names(names, NAME_CHARS)
 
 
 def render_html(data: ReportData, images: dict[str, bytes]) -> str:
     """The whole page; `images` maps figure names to PNG bytes."""
+    labels = short_labels(data)
     parts = [
         "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        '<html lang="en" dir="ltr"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>ledger report — {esc(data.investigation)}</title>",
         f"<style>{STYLE}</style></head><body>",
         *_header(data),
-        *_verdicts(data),
+        *_verdicts(data, labels),
         _figure(
             images, "marathon", "Every attempt in order: steady median, 95 % CI, coloured by fate"
         ),
-        *_attempts_table(data),
-        _figure(images, "throughput", "Throughput over steps for each run"),
+        *_attempts_table(data, labels),
+        _figure(images, "throughput", "Throughput over steps for each run, events marked"),
+        _figure(images, "loss", "Loss over steps"),
         _figure(images, "step_times", "Step-time distributions"),
-        _figure(images, "gpus", "GPU memory and utilisation from probes"),
-        *_chains(data),
-        *_timeline(data),
+        _figure(images, "gpus", "GPU memory against the card's capacity, and utilisation"),
+        *_chains(data, labels),
+        *_timeline(data, labels),
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p)
@@ -87,52 +143,19 @@ def _header(data: ReportData) -> list[str]:
         else "no baseline set"
     )
     return [
-        f"<h1>Throughput investigation: {esc(data.investigation)}</h1>",
-        f'<p class="meta">{baseline} · {len(data.attempts)} attempts · '
+        f"<h1>Throughput investigation: {user(data.investigation)}</h1>",
+        f'<p class="meta">{baseline} · {len(data.attempts)} attempts, in the order they ran · '
         f"{len(data.hypotheses)} hypotheses · "
         f"generated {esc(data.generated_at.strftime('%Y-%m-%d %H:%M UTC'))} "
-        f"from {esc(data.db)}</p>",
+        f"from {user(data.db)}</p>",
     ]
 
 
-def _verdicts(data: ReportData) -> list[str]:
-    items = []
-    analysed = data.analysed
-    if analysed and data.baseline.value is not None:
-        latest = analysed[-1]
-        items.append(f"Latest attempt: {_against_baseline(latest)}")
-        # The first analysed run is the reference the others are compared with.
-        tried = analysed[1:] or analysed
-        best = max(tried, key=lambda a: a.analysis.median if a.analysis else -math.inf)
-        if best is not latest:
-            items.append(f"Best attempt: {_against_baseline(best)}")
-    for attempt in data.attempts:
-        if attempt.comparison is not None:
-            items.append(esc(attempt.comparison.summary))
-    for attempt in data.attempts:
-        if attempt.fate in FAULT_FATES:
-            reason = f": {esc(attempt.detail.fate_reason)}" if attempt.detail.fate_reason else ""
-            items.append(
-                f"<b>{esc(attempt.name)}</b> ended "
-                f'<span class="bad">{esc(attempt.fate)}</span>{reason}'
-            )
+def _verdicts(data: ReportData, labels: dict[str, str]) -> list[str]:
+    items = [pieces(line, labels) for line in story.headline(data)]
     if not items:
         return []
     return ['<div class="verdict"><ul>', *[f"<li>{i}</li>" for i in items], "</ul></div>"]
-
-
-def _against_baseline(attempt: Attempt) -> str:
-    a = attempt.analysis
-    assert a is not None and a.vs_baseline_pct is not None
-    state = (
-        '<span class="ok">recovered</span>'
-        if a.recovered
-        else '<span class="bad">not recovered</span>'
-    )
-    return (
-        f"<b>{esc(attempt.name)}</b> at {short_value(a.median)} {esc(a.unit or '')}, "
-        f"{a.vs_baseline_pct:.1f} % of the baseline ({state})."
-    )
 
 
 def _figure(images: dict[str, bytes], name: str, alt: str) -> str:
@@ -148,89 +171,151 @@ def _fate(fate: str) -> str:
     return f'<span class="fate" style="background:{color}">{esc(fate)}</span>'
 
 
-def _attempts_table(data: ReportData) -> list[str]:
+def ran_text(attempt: Attempt) -> str:
+    if attempt.ran_at is None:
+        return "–"
+    return f"{attempt.ran_at.strftime('%Y-%m-%d %H:%M')} ({attempt.ran_from})"
+
+
+EVENT_NAMES = {"recompile": ("recompile", "recompiles"), "oom": ("OOM", "OOMs"),
+               "nccl": ("NCCL failure", "NCCL failures")}  # fmt: skip
+
+
+def event_counts(attempt: Attempt) -> str:
+    """'3 recompiles, 1 OOM'."""
+    words = []
+    for kind, n in attempt.event_counts.items():
+        one, many = EVENT_NAMES.get(kind, (kind, kind))
+        if n:
+            words.append(f"{n:,} {one if n == 1 else many}")
+    return ", ".join(words)
+
+
+def _ran_cell(attempt: Attempt) -> str:
+    if attempt.ran_at is None:
+        return "–"
+    when = esc(attempt.ran_at.strftime("%Y-%m-%d %H:%M"))
+    return f'{when}<br><span class="muted">{esc(attempt.ran_from)}</span>'
+
+
+class Columns:
+    """The table's number formats: one precision per column, enough to tell rows apart."""
+
+    def __init__(self, attempts: Sequence[Attempt]) -> None:
+        analyses = [a.analysis for a in attempts if a.analysis is not None]
+        self.ci_digits = interval_digits([x.ci95 for x in analyses])
+        self.median_digits = interval_digits([(x.median, x.median) for x in analyses])
+
+    def median(self, attempt: Attempt) -> str:
+        x = attempt.analysis
+        if x is None:
+            return "–"
+        text = value_text(x.median, self.median_digits)
+        if story.died(attempt):
+            text += f'<br><span class="muted">before {esc(story.death(attempt))}</span>'
+        return text
+
+    def ci(self, attempt: Attempt) -> str:
+        """The interval, free to break after its dash in a narrow column."""
+        x = attempt.analysis
+        return "–" if x is None else interval_text(x.ci95, self.ci_digits).replace("–", "–<wbr>")
+
+
+def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
+    columns = Columns(data.attempts)
     rows = []
     for a in data.attempts:
         d, x = a.detail, a.analysis
-        median = ci = pct = "–"
-        if x is not None:
-            median = short_value(x.median)
-            if x.ci95 is not None:
-                ci = f"{short_value(x.ci95[0])}–{short_value(x.ci95[1])}"
-            if x.vs_baseline_pct is not None:
-                pct = f"{x.vs_baseline_pct:.1f} %"
+        pct = "–"
+        if x is not None and x.vs_baseline_pct is not None:
+            pct = f"{grouped(x.vs_baseline_pct)}\u00a0%"
+            if story.implausible(a):
+                pct += '<br><span class="bad">not comparable</span>'
         vs = "–"
         if a.comparison is not None:
             c = a.comparison
-            vs = f"{c.delta_pct:+.1f} % ({esc(c.verdict)})"
+            vs = f"{grouped(c.delta_pct, signed=True)}\u00a0% ({esc(c.verdict)})"
+            if story.comparison_implausible(a):
+                vs += '<br><span class="bad">not comparable</span>'
         drift = any(s.drift for s in d.deploy_steps)
         deploys = f"{len(d.deploy_steps)}" + (' <span class="drift">DRIFT</span>' if drift else "")
         hypothesis = (
-            f"#{d.hypothesis.id} {esc(d.hypothesis.text)}"
+            f'<span class="wrap">#{d.hypothesis.id} {user(d.hypothesis.text)}</span>'
             if d.hypothesis
             else '<span class="muted">–</span>'
         )
+        steps = f"{d.steps:,}"
+        if x is None and a.why_not_analysed:
+            steps += f'<br><span class="muted">{esc(a.why_not_analysed)}</span>'
         rows.append(
-            f"<tr><td><b>{esc(d.run)}</b></td><td>{_fate(d.fate)}</td>"
-            f'<td class="num">{d.steps:,}</td>'
-            f'<td class="num">{median}</td><td class="num">{ci}</td><td class="num">{pct}</td>'
-            f"<td>{vs}</td><td>{hypothesis}</td><td>{deploys}</td>"
-            f'<td class="num">{len(d.probes)}</td></tr>'
+            f'<tr><td><span class="wrap">{run_name(d.run, labels.get(d.run))}</span></td>'
+            f"<td>{_fate(d.fate)}</td>"
+            f"<td>{_ran_cell(a)}</td>"
+            f'<td class="num">{steps}</td>'
+            f'<td class="num">{columns.median(a)}</td><td class="num">{columns.ci(a)}</td>'
+            f'<td class="num">{pct}</td>'
+            f"<td>{vs}</td><td>{esc(event_counts(a)) or '–'}</td><td>{hypothesis}</td>"
+            f"<td>{deploys} · {len(d.probes)}</td></tr>"
         )
     head = "".join(
         f"<th>{h}</th>"
         for h in (
             "run",
             "fate",
+            "ran",
             "steps",
             "steady median",
             "95 % CI",
             "of baseline",
             "vs first",
+            "events",
             "hypothesis",
-            "deploys",
-            "probes",
+            "deploys · probes",
         )
     )
     return [
-        "<h2>Attempts</h2>",
+        "<h2>Attempts, in the order they ran</h2>",
         f"<table><thead><tr>{head}</tr></thead><tbody>",
         *rows,
         "</tbody></table>",
     ]
 
 
-def _chains(data: ReportData) -> list[str]:
-    """hypothesis → patch → deploy steps → run → probes → verdict, one card per hypothesis."""
+def _chains(data: ReportData, labels: dict[str, str]) -> list[str]:
+    """hypothesis → patch → deploy steps → run → events → probes → verdict, one card per
+    hypothesis."""
     out = ["<h2>Hypothesis → patch → deploy → run → probes → verdict</h2>"]
+    first = data.analysed[0] if data.analysed else None  # what the comparisons are against
     by_hypothesis: dict[int | None, list[Attempt]] = {}
     for attempt in data.attempts:
         key = attempt.detail.hypothesis.id if attempt.detail.hypothesis else None
         by_hypothesis.setdefault(key, []).append(attempt)
     for h in data.hypotheses:
-        note = f" — {esc(h.note)}" if h.note else ""
-        out.append(f'<div class="card"><h3>#{h.id} {esc(h.text)}</h3>')
+        note = f" — {user(h.note)}" if h.note else ""
+        out.append(f'<div class="card"><h3>#{h.id} {user(h.text)}</h3>')
         out.append(f'<div class="muted">status: <b>{esc(h.status)}</b>{note}</div>')
         attempts = by_hypothesis.get(h.id, [])
         if not attempts:
             out.append('<div class="muted">no patch tested yet</div>')
-        out.extend(_attempt_chain(a) for a in attempts)
+        out.extend(_attempt_chain(a, labels, first) for a in attempts)
         out.append("</div>")
     loose = by_hypothesis.get(None, [])
     if loose:
         out.append('<div class="card"><h3>Runs without a hypothesis</h3>')
-        out.extend(_attempt_chain(a) for a in loose)
+        out.extend(_attempt_chain(a, labels, first) for a in loose)
         out.append("</div>")
     return out
 
 
-def _attempt_chain(a: Attempt) -> str:
+def _attempt_chain(a: Attempt, labels: dict[str, str], reference: Attempt | None) -> str:
     d = a.detail
     items = []
     if d.patch is not None:
-        files = ", ".join(f"<code>{esc(f.path)}</code> {esc(f.sha256[:12])}" for f in d.patch.files)
+        files = ", ".join(
+            f"<code>{user(f.path)}</code> {esc(f.sha256[:12])}" for f in d.patch.files
+        )
         items.append(
-            f"patch #{d.patch.id}: {esc(d.patch.summary)}" + (f" ({files})" if files else "")
+            f"patch #{d.patch.id}: {user(d.patch.summary)}" + (f" ({files})" if files else "")
         )
     for s in d.deploy_steps:
         status = "timed out" if s.timed_out else f"exit {esc(s.exit_code)}"
@@ -241,31 +326,43 @@ def _attempt_chain(a: Attempt) -> str:
             drift = f' <span class="drift">DRIFT</span> shipped {shipped}, patch has {patched}'
         elif s.drift is False:
             drift = ' <span class="ok">artifact matches the patch</span>'
-        items.append(
-            f"deploy <b>{esc(s.name)}</b>: <code>{esc(s.command)}</code> → {status}{drift}"
-        )
+        items.append(f"deploy {run_name(s.name)}: <code>{user(s.command)}</code> → {status}{drift}")
     items.append(
-        f"run <b>{esc(d.run)}</b> {_fate(d.fate)}"
-        + (f" {esc(d.fate_reason)}" if d.fate_reason else "")
+        f"run {run_name(d.run)} {_fate(d.fate)}"
+        + (f" {user(d.fate_reason)}" if d.fate_reason else "")
+        + f' <span class="muted">ran {esc(ran_text(a))}</span>'
     )
+    events = story.event_lines(a)
+    if events:
+        inner = "".join(f"<li>{pieces(line)}</li>" for line in events)
+        items.append(f'events:<ul class="events">{inner}</ul>')
     for p in d.probes:
-        said = esc(p.conclusion or p.fate or "")
+        said = user(p.conclusion or p.fate or "")
         items.append(f"probe {esc(p.started_at.strftime('%H:%M'))}: {said}")
     if a.analysis is not None:
         x = a.analysis
-        pct = f", {x.vs_baseline_pct:.1f} % of baseline" if x.vs_baseline_pct is not None else ""
-        items.append(f"steady median {short_value(x.median)} {esc(x.unit or '')}{pct}")
+        pct = ""
+        if x.vs_baseline_pct is not None:
+            pct = f", {grouped(x.vs_baseline_pct)} % of baseline"
+            if story.implausible(a):
+                pct += ' <span class="bad">(not comparable: units or scale differ)</span>'
+        items.append(
+            f"{esc(story.median_words(a))}: {short_value(x.median)} {esc(x.unit or '')}{pct}"
+        )
     if a.comparison is not None:
-        items.append(f"verdict: {esc(a.comparison.summary)}")
+        items.append(f"verdict: {pieces(story.verdict(a, reference), labels)}")
     elif a.why_not_analysed:
         items.append(f'<span class="muted">not analysed: {esc(a.why_not_analysed)}</span>')
-    return '<ul class="chain">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    inner = "".join(f"<li>{i}</li>" for i in items)
+    return f'<div class="attempt"><ul class="chain">{inner}</ul></div>'
 
 
-def _timeline(data: ReportData) -> list[str]:
+def _timeline(data: ReportData, labels: dict[str, str]) -> list[str]:
     rows: Iterable[str] = (
-        f"<tr><td>{esc(e.when.strftime('%Y-%m-%d %H:%M:%S'))}</td><td>{esc(e.kind)}</td>"
-        f"<td>{esc(e.run or '')}</td><td>{esc(e.summary)}</td></tr>"
+        f'<tr><td style="white-space:nowrap">{esc(e.when.strftime("%Y-%m-%d %H:%M:%S"))}</td>'
+        f"<td>{esc(e.kind)}</td>"
+        f'<td><span class="wrap">{run_name(e.run, labels.get(e.run)) if e.run else ""}</span></td>'
+        f'<td class="text">{pieces(story.isolate(e.summary, [e.run or ""]), labels)}</td></tr>'
         for e in data.timeline
     )
     return [

@@ -11,14 +11,18 @@ nothing here calls pyplot, so it works headless and never opens a window. The re
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ledger.analyze.wording import short_value
+from ledger.report.numbers import interval_digits, interval_text, value_digits, value_text
+from ledger.report.text import mpl
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -30,14 +34,14 @@ MAX_POINTS = 4000  # raw points drawn per run
 LINE_BINS = 200  # bins of the running-median line
 
 
-def _thin(steps: np.ndarray, values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def thin(steps: np.ndarray, values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     if len(values) <= limit:
         return steps, values
     every = math.ceil(len(values) / limit)
     return steps[::every], values[::every]
 
 
-def _binned_median(
+def binned_median(
     steps: np.ndarray, values: np.ndarray, bins: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Median of each of `bins` consecutive slices, placed at the slice's middle step."""
@@ -50,6 +54,34 @@ def _binned_median(
     return middle, np.median(table, axis=1)
 
 
+@contextlib.contextmanager
+def plain_text() -> Iterator[None]:
+    """matplotlib settings under which text from the ledger is drawn as the text it is:
+    never through LaTeX (a user's matplotlibrc may turn usetex on), and with mathtext only
+    for a `$` left unescaped, which `ledger.report.text.mpl` never leaves. Wrap both the
+    drawing and the saving: tick labels are made when the figure is saved."""
+    from matplotlib import rc_context
+
+    with rc_context({"text.usetex": False, "text.parse_math": True}):
+        yield
+
+
+def short_ticks(axis: Any) -> None:
+    """Tick labels like '14.2K' and '169M', with enough digits to tell the ticks apart,
+    and no '1e8' offset text to collide with a title."""
+    from matplotlib.ticker import Formatter
+
+    class Short(Formatter):
+        def format_ticks(self, values: list[float]) -> list[str]:
+            digits = value_digits(list(values))
+            return [value_text(v, digits) for v in values]
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return value_text(x, 4)
+
+    axis.set_major_formatter(Short())
+
+
 def run_colors(count: int) -> list[str]:
     """The first `count` colours of matplotlib's default cycle (repeating)."""
     from matplotlib import rcParams
@@ -58,21 +90,26 @@ def run_colors(count: int) -> list[str]:
     return [cycle[i % len(cycle)] for i in range(count)]
 
 
-def plot_run(ax: Axes, run: RunAnalysis, *, color: str = "C0") -> Any:
-    """Draw one run on `ax`: raw points, running median, warm-up, change points, outliers."""
+def plot_run(
+    ax: Axes, run: RunAnalysis, *, color: str = "C0", label: str | None = None, digits: int = 3
+) -> Any:
+    """Draw one run on `ax`: raw points, running median, warm-up, change points, outliers.
+    The median line is labelled `label` (default: the run's name, its median and interval
+    at `digits` significant digits)."""
     steps, values = run.steps, run.values
     if steps is None or values is None or len(values) == 0:
         return ax.figure
     mask = run.outlier_mask if run.outlier_mask is not None else np.zeros(len(values), bool)
-    x, y = _thin(steps[~mask], values[~mask], MAX_POINTS)
+    x, y = thin(steps[~mask], values[~mask], MAX_POINTS)
     ax.scatter(x, y, s=2, alpha=0.15, color=color, linewidths=0, rasterized=True)
-    mx, my = _binned_median(steps[~mask], values[~mask], LINE_BINS)
-    label = f"{run.run}: {short_value(run.median)}"
-    if run.ci95 is not None:
-        label += f" ({short_value(run.ci95[0])}–{short_value(run.ci95[1])})"
+    mx, my = binned_median(steps[~mask], values[~mask], LINE_BINS)
+    if label is None:
+        label = f"{mpl(run.run, 40)}: {short_value(run.median)}"
+        if run.ci95 is not None:
+            label += f" ({interval_text(run.ci95, digits)})"
     ax.plot(mx, my, color=color, linewidth=1.4, label=label)
     if mask.any():
-        ox, oy = _thin(steps[mask], values[mask], MAX_POINTS // 4)
+        ox, oy = thin(steps[mask], values[mask], MAX_POINTS // 4)
         ax.scatter(ox, oy, s=10, marker="x", color=color, alpha=0.6, linewidths=0.8)
     if run.steady_from_step > run.first_step:
         ax.axvspan(run.first_step, run.steady_from_step, color=color, alpha=0.07, linewidth=0)
@@ -96,7 +133,7 @@ def plot_baseline(ax: Axes, value: float | None, unit: str | None = None) -> Any
     """A dashed horizontal line at the baseline, labelled with its value."""
     if value is None:
         return ax.figure
-    label = f"baseline {short_value(value)}" + (f" {unit}" if unit else "")
+    label = f"baseline {short_value(value)}" + (f" {mpl(unit, 24)}" if unit else "")
     ax.axhline(value, color="0.25", linewidth=1.0, linestyle="--", label=label)
     return ax.figure
 
@@ -107,14 +144,17 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
 
     figure = Figure(figsize=(width, height), layout="constrained")
     ax = figure.add_subplot()
+    digits = interval_digits([r.ci95 for r in report.runs])
     for run, color in zip(report.runs, run_colors(len(report.runs)), strict=True):
-        plot_run(ax, run, color=color)
+        plot_run(ax, run, color=color, digits=digits)
     plot_baseline(ax, report.baseline.value, report.baseline.unit)
     unit = next((r.unit for r in report.runs if r.unit), None) or report.baseline.unit
     ax.set_xlabel("step")
-    ax.set_ylabel(f"throughput ({unit})" if unit else "throughput")
+    ax.set_ylabel(f"throughput ({mpl(unit, 24)})" if unit else "throughput")
+    short_ticks(ax.yaxis)
     ax.grid(True, linewidth=0.4, alpha=0.5)
-    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    # below the axes, where it covers no step
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False, ncols=2)
     lows = [r.p10 for r in report.runs if math.isfinite(r.p10)]
     highs = [r.p90 for r in report.runs if math.isfinite(r.p90)]
     if report.baseline.value is not None:
@@ -123,15 +163,25 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     if lows and highs:  # frame the steady levels; warm-up and stalls may leave the frame
         low, high = min(lows), max(highs)
         pad = 0.25 * (high - low) if high > low else 0.05 * high
-        ax.set_ylim(max(low - 2 * pad, 0.0), high + pad)
+        bottom, top = max(low - 2 * pad, 0.0), high + pad
+        ax.set_ylim(bottom, top)
+        colors = run_colors(len(report.runs))
+        series = [
+            (r.steps, r.values, c)
+            for r, c in zip(report.runs, colors, strict=True)
+            if r.steps is not None and r.values is not None
+        ]
+        clipped = mark_clipped(ax, series, bottom, top)
+        if clipped:
+            ax.set_xlabel(f"step — {clipped}")
     title = " vs ".join(r.run for r in report.runs)
     if report.comparisons:
         title = "; ".join(c.summary.split(" (")[0] for c in report.comparisons)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(mpl(title, 160), fontsize=10)
     return figure
 
 
-PLOT_FORMATS = (".png", ".pdf", ".svg")
+PLOT_FORMATS = (".png", ".pdf", ".svg")  # what `compare --plot` says it accepts
 
 
 def check_plot_path(path: str | os.PathLike[str]) -> Path:
@@ -148,16 +198,56 @@ def check_plot_path(path: str | os.PathLike[str]) -> Path:
 
 
 def save_compare_figure(report: CompareReport, path: str | os.PathLike[str]) -> Path:
-    """Write the comparison figure to `path` (.png, .pdf or .svg, from its suffix)."""
+    """Write the comparison figure to `path` (.png, .pdf or .svg, from its suffix); a
+    missing folder is created, as `ledger report --out` does."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from ledger.errors import OutputFileError
 
     path = check_plot_path(path)
-    figure = compare_figure(report)
-    FigureCanvasAgg(figure)
     try:
-        figure.savefig(path, dpi=120)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with plain_text():
+            figure = compare_figure(report)
+            FigureCanvasAgg(figure)
+            figure.savefig(path, dpi=120)
     except OSError as exc:
         raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path
+
+
+def mark_clipped(
+    ax: Axes, series: list[tuple[Any, Any, str]], low: float, high: float
+) -> str | None:
+    """Points of `series` ((steps, values, colour) each) that fall outside [low, high] are
+    drawn on the edge they left by (▼ below, ▲ above), so warm-up and stalls stay visible
+    on an axis framed for the steady level. Returns their count in words, or None."""
+    below = above = 0
+    lowest, highest = math.inf, -math.inf
+    for steps, values, color in series:
+        values = np.asarray(values, dtype=float)
+        steps = np.asarray(steps)
+        finite = np.isfinite(values)
+        for mask, edge, marker in (
+            (finite & (values < low), 0.012, "v"),
+            (finite & (values > high), 0.988, "^"),
+        ):
+            if not mask.any():
+                continue
+            x, _ = thin(steps[mask], values[mask], MAX_POINTS // 4)
+            ax.scatter(
+                x, np.full(len(x), edge), transform=ax.get_xaxis_transform(), marker=marker,
+                s=10, color=color, alpha=0.55, linewidths=0, clip_on=False, zorder=3,
+            )  # fmt: skip
+        below += int((finite & (values < low)).sum())
+        above += int((finite & (values > high)).sum())
+        if (finite & (values < low)).any():
+            lowest = min(lowest, float(values[finite].min()))
+        if (finite & (values > high)).any():
+            highest = max(highest, float(values[finite].max()))
+    words = []
+    if below:
+        words.append(f"▼ {below:,} below the axis (lowest {short_value(lowest)})")
+    if above:
+        words.append(f"▲ {above:,} above (highest {short_value(highest)})")
+    return "; ".join(words) or None

@@ -1,4 +1,6 @@
-"""Write a report as HTML (self-contained), PNG (one tall image) or PDF (a page a figure)."""
+"""Write a report as HTML (self-contained), PNG (one tall image: title and verdict, then the
+figures) or PDF (a printable document: title, verdict, table and chains, then a figure to
+a page, every page A4 landscape)."""
 
 from __future__ import annotations
 
@@ -13,44 +15,77 @@ from ledger.model.report import ReportData
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-FORMATS = (".html", ".png", ".pdf")
+# What `ledger report --out` accepts, and what its help lists (from this same table).
+FORMAT_HELP = {
+    ".html": "one self-contained page",
+    ".png": "one image: title, verdict, then the figures",
+    ".pdf": "a printable document: title, verdict, table, chains, then the figures",
+}
+FORMATS = tuple(FORMAT_HELP)
 DPI = 110
+
+
+def formats_text(formats: tuple[str, ...] = FORMATS) -> str:
+    """'.html, .png or .pdf'."""
+    return ", ".join(formats[:-1]) + f" or {formats[-1]}" if len(formats) > 1 else formats[0]
 
 
 def check_format(out: str | os.PathLike[str]) -> Path:
     """Refuse a report file of a format it is not written in, before any work."""
     path = Path(out)
     if path.suffix.lower() not in FORMATS:
-        raise UsageError(
-            f"cannot write the report as {path.name!r}: name a .html, .png or .pdf file"
-        )
+        raise UsageError(f"cannot write the report as {path.name!r}: name a {formats_text()} file")
     return path
 
 
 def write_report(data: ReportData, out: str | os.PathLike[str]) -> Path:
-    from ledger.report.figures import overview_figures
+    """Write `data` to `out` in the format its suffix names; a missing folder is created."""
+    from ledger.report.plots import plain_text
 
     path = check_format(out)
     suffix = path.suffix.lower()
-    figures = overview_figures(data)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".html":
-            from ledger.report.html import render_html
-
-            images = {name: _png(figure) for name, figure in figures.items()}
-            path.write_text(render_html(data, images), encoding="utf-8")
-        elif suffix == ".png":
-            path.write_bytes(_stacked_png([_png(f) for f in figures.values()]))
-        else:
-            from matplotlib.backends.backend_pdf import PdfPages
-
-            with PdfPages(path) as pdf:
-                for figure in figures.values():
-                    pdf.savefig(figure)
+        with plain_text():  # saving draws the tick labels: inside the same settings
+            if suffix == ".html":
+                path.write_text(_html(data), encoding="utf-8")
+            elif suffix == ".png":
+                path.write_bytes(_png_report(data))
+            else:
+                _pdf(data, path)
     except OSError as exc:
         raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path
+
+
+def _html(data: ReportData) -> str:
+    from ledger.report.figures import overview_figures
+    from ledger.report.html import render_html
+
+    images = {name: _png(figure) for name, figure in overview_figures(data).items()}
+    return render_html(data, images)
+
+
+def _png_report(data: ReportData) -> bytes:
+    from ledger.report.figures import overview_figures
+    from ledger.report.pages import heading_figure
+
+    figures = [heading_figure(data), *overview_figures(data).values()]
+    return _stacked_png([_png(f) for f in figures])
+
+
+def _pdf(data: ReportData, path: Path) -> None:
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    from ledger.report.figures import overview_figures
+    from ledger.report.pages import text_pages, title_lines
+    from ledger.report.text import one_line
+
+    title, _ = title_lines(data)
+    metadata = {"Title": one_line(title), "Creator": "ledger report"}
+    with PdfPages(path, metadata=metadata) as pdf:
+        for page in [*text_pages(data), *overview_figures(data, page=True).values()]:
+            pdf.savefig(page)
 
 
 def _png(figure: Figure) -> bytes:
