@@ -274,15 +274,15 @@ _USER_OPTION = re.compile(
 # wandb login [options] KEY: every word that is not an option.
 _POSITIONAL = re.compile(r"(?<!\S)(?!-)\S+")
 _PEM_MARK = re.compile(r"-----(BEGIN|END) [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
-# A key block is whole lines of base64 or `Proc-Type: …` headers (a diff's lines start with
-# +/-, a JSON string's lines end in an escaped \n); a cut block is masked line by line, so that
-# the words on the lines around it are not masked with it.
-_PEM_LINE = r"[ \t+\-]*(?:[A-Za-z0-9+/=*]{1,8192}|[A-Za-z][A-Za-z\-]{0,40}:[^\n\\]{0,200})?[ \t]*"
-_PEM_SEP = r"(?:\r?\n|\\[nr])"
-_PEM_BODY = re.compile(rf"{_PEM_LINE}(?={_PEM_SEP}|\Z)(?:{_PEM_SEP}{_PEM_LINE}(?={_PEM_SEP}|\Z))*")
-_PEM_LINE_WHOLE = re.compile(_PEM_LINE)
-_PEM_SPLIT = re.compile(_PEM_SEP)
-_PEM_LAST_WORD = re.compile(r"(?<!\S)[A-Za-z0-9+/=]{8,8192}\Z")
+# The text of a key block cut off from its BEGIN or its END is found word by word: base64 words
+# that are long, padded (`…==`) or alone on their line, and `Proc-Type: …` header lines (a
+# diff's lines start with +/-, a JSON string's lines end in an escaped \n). Any other word ends
+# it, so that the words around a cut block are not masked with it.
+_PEM_TOKEN = re.compile(r"\n|\\[nr]|[^\s\\]{1,8192}|\\")
+_KEY_WORD = re.compile(r"[+\-]?(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]+={1,2})")
+_KEY_LINE_WORD = re.compile(r"[+\-]?[A-Za-z0-9+/=]*")  # a diff line may be its prefix alone
+_NEWLINES = ("\n", "\\n", "\\r")
+_KEY_HEADER = re.compile(r"[+\-]?[A-Z][A-Za-z\-]{0,40}:")
 
 
 def _values(
@@ -318,45 +318,99 @@ def _private_keys(text: str) -> Iterator[Span]:
     pos = kept = 0
     while (mark := _PEM_MARK.search(text, pos)) is not None:
         if mark.group(1) == "BEGIN":
-            begin = mark.end()
-            end = _PEM_MARK.search(text, begin)
+            end = _PEM_MARK.search(text, mark.end())
             if end is not None and end.group(1) == "END":
-                stop, pos = end.start(), end.end()
-            else:  # cut off before its END: the key lines that follow
-                body = _PEM_BODY.match(text, begin)
-                stop = pos = body.end() if body else begin
-        else:  # an END whose BEGIN was cut off: the key lines just before it
-            begin, stop, pos = (
-                _start_of_key_lines(text, kept, mark.start()),
-                mark.start(),
-                mark.end(),
-            )
+                span: Span | None = (mark.end(), end.start())
+                pos = end.end()
+            else:  # cut off before its END: the key words that follow
+                span = _key_words(text, mark.end(), len(text), at_end=False)
+                pos = span[1] if span else mark.end()
+        else:  # an END whose BEGIN was cut off: the key words just before it
+            span = _key_words(text, kept, mark.start(), at_end=True)
+            pos = mark.end()
         kept = pos
-        # Keep the line breaks around the body, so that the block still reads as one.
-        while begin < stop and text[begin].isspace():
-            begin += 1
-        while stop > begin and text[stop - 1].isspace():
-            stop -= 1
-        if stop > begin:
-            yield begin, stop
+        if span is not None:
+            begin, stop = span
+            # Keep the line breaks around the body, so that the block still reads as one.
+            while begin < stop and text[begin].isspace():
+                begin += 1
+            while stop > begin and text[stop - 1].isspace():
+                stop -= 1
+            if stop > begin:
+                yield begin, stop
 
 
-def _start_of_key_lines(text: str, lo: int, hi: int) -> int:
-    """Where the run of whole key lines that ends at `hi` starts (not before `lo`)."""
-    start = hi
-    for sep in reversed(list(_PEM_SPLIT.finditer(text, lo, hi))):
-        if not _PEM_LINE_WHOLE.fullmatch(text, sep.end(), start):
-            return _start_of_last_word(text, sep.end(), start)
-        start = sep.start()
-    if _PEM_LINE_WHOLE.fullmatch(text, lo, start):
-        return lo
-    return _start_of_last_word(text, lo, start)
+def _key_words(text: str, lo: int, hi: int, *, at_end: bool) -> Span | None:
+    """The run of key words that starts at `lo` (or ends at `hi`, `at_end`)."""
+    if not at_end:
+        return _key_words_after(text, lo, hi)
+    run: list[Span] = []
+    for line in reversed(list(_lines(text, lo, hi))):  # the text between two marks: once each
+        words = list(zip(line, _key_flags(text, line), strict=True))
+        for word, is_key in reversed(words):
+            if not is_key:
+                break
+            run.append(word)
+        else:
+            continue
+        break
+    return (run[-1][0], run[0][1]) if run else None
 
 
-def _start_of_last_word(text: str, lo: int, hi: int) -> int:
-    """A cut key's first line can follow other text on its line: its last word is key."""
-    word = _PEM_LAST_WORD.search(text, lo, hi)
-    return word.start() if word else hi
+def _key_words_after(text: str, lo: int, hi: int) -> Span | None:
+    """As `_key_words`, reading only as far as the first word that is not key text."""
+    run: Span | None = None
+    first: Span = (lo, lo)  # a line's first word: judged once the line shows if it is alone
+    on_line = 0
+    header = False
+    for token in _PEM_TOKEN.finditer(text, lo, hi):
+        word = token.group()
+        if word in _NEWLINES:
+            if on_line == 1:
+                if not _KEY_LINE_WORD.fullmatch(text, *first):
+                    break
+                run = _joined(run, first)
+            on_line, header = 0, False
+            continue
+        on_line += 1
+        if on_line == 1:
+            first, header = token.span(), _KEY_HEADER.fullmatch(word) is not None
+            continue
+        if on_line == 2:
+            if not (header or _KEY_WORD.fullmatch(text, *first)):
+                break
+            run = _joined(run, first)
+        if not (header or _KEY_WORD.fullmatch(word)):
+            break
+        run = _joined(run, token.span())
+    else:
+        if on_line == 1 and _KEY_LINE_WORD.fullmatch(text, *first):
+            run = _joined(run, first)
+    return run
+
+
+def _joined(run: Span | None, word: Span) -> Span:
+    return (run[0] if run else word[0], word[1])
+
+
+def _lines(text: str, lo: int, hi: int) -> Iterator[list[Span]]:
+    line: list[Span] = []
+    for token in _PEM_TOKEN.finditer(text, lo, hi):
+        if token.group() in _NEWLINES:
+            yield line
+            line = []
+        else:
+            line.append(token.span())
+    yield line
+
+
+def _key_flags(text: str, line: list[Span]) -> list[bool]:
+    words = [text[a:b] for a, b in line]
+    if len(words) == 1:
+        return [_KEY_LINE_WORD.fullmatch(words[0]) is not None]
+    if words and _KEY_HEADER.fullmatch(words[0]):
+        return [True] * len(words)
+    return [_KEY_WORD.fullmatch(word) is not None for word in words]
 
 
 # Every pass reads the original text and says what to mask; the spans are joined and masked
