@@ -149,6 +149,7 @@ _FLAG_VALUE = re.compile(rf"{_QUOTED}|(?!-){_WORD}")
 _CODE_LITERAL = re.compile(rf"[rbfuRBFU]{{0,2}}(?:{_QUOTED})")
 
 
+_BARE = re.compile(r"[^\s'\"&|;<>`]+")
 _STRING_PREFIX = re.compile(r"[rbfuRBFU]{1,2}(?=\\?[\"'])")
 
 
@@ -197,8 +198,15 @@ def _named(names: re.Pattern[str], values: re.Pattern[str]) -> Callable[[str], I
             if not is_secret_key(m.group("name")):
                 continue
             v = values.match(text, pos)
-            if v is None or v.group().startswith(MASK):
-                continue  # nothing there, or text that was redacted before
+            if v is None:
+                continue
+            if v.group().startswith(MASK):
+                # Redacted before: only what was joined to its mask since (`***rest`) is new.
+                bare = _BARE.match(text, v.start())
+                if bare is not None and bare.end() > v.start() + len(MASK):
+                    yield v.start(), bare.end()
+                pos = v.start() + len(MASK)
+                continue
             if (span := _value_span(v.start(), v.group())) is not None:
                 yield span
                 pos = v.end()

@@ -221,7 +221,7 @@ def test_a_cut_inside_a_private_key_keeps_none_of_it() -> None:
     for boundary in range(len(head) - 30, len(head) + len(PEM_BODY), 7):
         for keep in ("first", "last"):
             limit = boundary if keep == "first" else len(text) - boundary
-            kept = redact_and_cut(text, limit, keep=keep)  # type: ignore[arg-type]
+            kept = redact_and_cut(text, limit, keep=keep)
             assert kept is not None and leaks(PEM_BODY, kept) == [], (boundary, keep)
 
 
@@ -229,7 +229,7 @@ def test_cut_keeps_whole_characters_within_the_limit() -> None:
     text = "é" * 1000 + "日本" * 500
     for limit in range(1, 40):
         for keep in ("first", "last"):
-            kept = redact_and_cut(text, limit, keep=keep)  # type: ignore[arg-type]
+            kept = redact_and_cut(text, limit, keep=keep)
             assert kept is not None and len(kept.encode()) <= limit
             assert text.startswith(kept) if keep == "first" else text.endswith(kept)
             assert len(kept.encode()) >= limit - 3  # at most one character is dropped
@@ -337,6 +337,12 @@ def test_a_shape_among_pieces_of_others_never_survives(
 def test_redacting_twice_changes_nothing_more(shape: Shape, around: str) -> None:
     once = redact(f"{around} {shape.text} {around}")
     assert redact(once) == once
+
+
+def test_text_joined_to_an_earlier_mask_is_masked_too() -> None:
+    # A masked line completed later (`HF_TOKEN=***` + the rest of the value) keeps no rest.
+    assert redact(f"HF_TOKEN={MASK}{SECRET} next") == f"HF_TOKEN={MASK} next"
+    assert redact(f"HF_TOKEN={MASK} next") == f"HF_TOKEN={MASK} next"
 
 
 @given(st.text(max_size=500))
