@@ -197,17 +197,31 @@ SHAPES: list[Shape] = [
 _FRAGMENT = 10
 
 
+def _windows(secret: str) -> list[str]:
+    return [
+        piece[i : i + _FRAGMENT]
+        for piece in re.split(r"\s+|\\n", secret)
+        for i in range(len(piece) - _FRAGMENT + 1)
+    ]
+
+
+# Runs that several secrets share ("FakeLedger") say nothing about which one leaked.
+_SECRETS = sorted({shape.secret for shape in SHAPES})
+_SHARED = {w for s in _SECRETS for w in _windows(s) if sum(w in t for t in _SECRETS) > 1}
+
+
 def leaks(secret: str, text: str) -> list[str]:
-    """Parts of `secret` found in `text`: each line of it, and every 10-character run."""
+    """Parts of `secret` found in `text`: each short line of it, and the 10-character runs of
+    its longer lines (those no other secret of the catalogue shares)."""
     found = []
     for piece in re.split(r"\s+|\\n", secret):
         if len(piece) < _FRAGMENT:
-            if piece and len(piece) >= 6 and piece in text:
+            if len(piece) >= 6 and piece in text:
                 found.append(piece)
             continue
         for i in range(len(piece) - _FRAGMENT + 1):
             window = piece[i : i + _FRAGMENT]
-            if window in text:
+            if window not in _SHARED and window in text:
                 found.append(window)
                 break
     return found

@@ -19,10 +19,8 @@ from ledger.db import models as m
 from ledger.errors import CommandError, ConflictError, InputFileError, NotFoundError, UsageError
 from ledger.hashing import sha256_file
 from ledger.model import records
-from ledger.redact import redact_code
+from ledger.store.gate import MAX_DIFF_BYTES, REDACTION_MARGIN_BYTES
 from ledger.store.lookup import ensure_run, hypothesis_row
-
-MAX_DIFF_BYTES = 1 << 20  # a diff past this is a generated file; keep its head
 
 
 @dataclass(frozen=True)
@@ -54,9 +52,11 @@ def prepare(
         hashed.update(changed)
     for path in files:
         hashed[os.path.normpath(os.fspath(path))] = sha256_file(path)
-    if diff is not None and len(diff.encode()) > MAX_DIFF_BYTES:
-        diff = diff.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
-        diff += f"\n[ledger: diff truncated to {MAX_DIFF_BYTES} bytes]\n"
+    # The gate redacts the diff, then keeps MAX_DIFF_BYTES of it: keep a margin past that,
+    # for what redaction must see beyond the cut (the rest of a key block).
+    keep = MAX_DIFF_BYTES + REDACTION_MARGIN_BYTES
+    if diff is not None and len(diff.encode()) > keep:
+        diff = diff.encode()[:keep].decode(errors="ignore")
     return PatchInput(summary, diff, commit, hashed)
 
 
@@ -68,7 +68,7 @@ def record(
     row = m.Patch(
         hypothesis_id=hypothesis_row_.id,
         summary=patch.summary,
-        diff=redact_code(patch.diff),
+        diff=patch.diff,
         git_commit=patch.commit,
     )
     session.add(row)

@@ -30,9 +30,9 @@ from ledger.db.types import utcnow
 from ledger.errors import InputFileError, UsageError
 from ledger.model import records
 from ledger.model.records import StepWrite
-from ledger.redact import redact
+from ledger.store import gate
 from ledger.store.lookup import ensure_run
-from ledger.store.runs import clean_reason, step_counts
+from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
 
 BATCH_ROWS = 100_000
@@ -225,7 +225,7 @@ def read_log(
     if grew or last_read is None:
         lf.ingested_at = now
     run_row.fate = fate
-    run_row.fate_reason = clean_reason(reason)
+    run_row.fate_reason = reason or None
     unit = final.throughput()["unit"]
     if unit and not run_row.throughput_unit:
         run_row.throughput_unit = unit
@@ -292,7 +292,7 @@ def _store(
         conn.exec_driver_sql(
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
-                (run_id, log_file_id, line, kind, redact(text) or "", rank, now)
+                (run_id, log_file_id, line, kind, gate.clean("log_event", "text", text), rank, now)
                 for line, kind, text, rank in event_rows
             ],
         )

@@ -32,7 +32,6 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FINAL_FATES
-from ledger.proc import run_command
 from ledger.store import (
     compare,
     deploys,
@@ -226,7 +225,7 @@ class Ledger:
         check = self.check_artifact(run, artifact) if artifact is not None else None
         with self._write() as (s, inv):
             step_id = deploys.new_step(s, inv, run, step, argv, check).id
-        result = run_command(argv, timeout=timeout, echo=echo)
+        result = deploys.run(argv, timeout=timeout, echo=echo)
         with self._write() as (s, _):
             done = deploys.finish_step(s, step_id, run, result)
         if result.interrupted:
@@ -443,7 +442,7 @@ class Ledger:
             kept = settings.patterns(s)
         if wait > 0:
             sleep(wait)
-        result = run_command(argv, timeout=timeout, echo=echo)
+        result = deploys.run(argv, timeout=timeout, echo=echo)
         with self._read() as (s, _):
             earlier = probes.previous(s, run_id, probe_id)
         reading = probes.read_output(run, argv, result, [*kept, *patterns], earlier, stall_after)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.errors import NotFoundError
+from ledger.store import gate
 
 NO_INVESTIGATION = -1  # the id a read uses for an investigation not created yet: no rows match
 
@@ -82,6 +83,7 @@ def insert_if_missing(session: Session, model: type[m.Base], **values: Any) -> b
     select-then-insert would fail one of them on PostgreSQL (SQLite's BEGIN IMMEDIATE
     already serialises writers).
     """
+    values = gate.clean_values(str(model.__tablename__), values)
     if session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
