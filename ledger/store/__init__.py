@@ -4,6 +4,10 @@ compare, report, meter, timeline, settings, admin). The only code that writes ro
 
 from __future__ import annotations
 
-from ledger.store.ledger import Ledger
+from ledger.store import gate
+
+gate.install()  # before any row is written: every text attribute passes the gate
+
+from ledger.store.ledger import Ledger  # noqa: E402
 
 __all__ = ["Ledger"]

@@ -8,8 +8,7 @@ drift — the box is about to run something other than the patch — and is stor
 from __future__ import annotations
 
 import os
-import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from sqlalchemy import select
@@ -19,8 +18,8 @@ from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.proc import CommandResult
-from ledger.redact import redact
+from ledger.proc import CommandResult, run_command
+from ledger.store import gate
 from ledger.store.lookup import run_row
 
 
@@ -73,7 +72,7 @@ def new_step(
         run_id=run_.id,
         patch_id=run_.patch_id,
         name=step,
-        command=redact(shlex.join(argv)) or "",
+        command=gate.command(argv),
         started_at=utcnow(),
         timed_out=False,
         recorded_only=False,
@@ -111,7 +110,7 @@ def record_only(
     row.recorded_only = True
     row.exit_code = exit_code
     row.ended_at = row.started_at
-    row.output = redact(output)
+    row.output = output
     row.output_bytes = len(output.encode()) if output is not None else None
     return record(row, run)
 
@@ -125,13 +124,22 @@ def steps_of(session: Session, run_id: int, run: str) -> list[records.DeployStep
     return [record(row, run) for row in rows]
 
 
+def run(
+    argv: list[str], *, timeout: float | None, echo: Callable[[bytes], None] | None
+) -> CommandResult:
+    """Run a deploy's or a probe's command, reading more of its output than is kept: the
+    gate redacts all it read, then keeps the tail."""
+    return run_command(argv, timeout=timeout, echo=echo, tail_bytes=gate.OUTPUT_READ_BYTES)
+
+
 def store_command_result(row: m.DeployStep | m.Probe, result: CommandResult) -> None:
-    """What a deploy step or a probe keeps of the command it ran (output redacted)."""
+    """What a deploy step or a probe keeps of the command it ran (the gate redacts the
+    output, then keeps its tail)."""
     row.started_at = result.started_at
     row.ended_at = result.ended_at
     row.exit_code = result.exit_code
     row.timed_out = result.timed_out
-    row.output = redact(result.output)
+    row.output = result.output
 
 
 def record(row: m.DeployStep, run: str) -> records.DeployStep:

@@ -27,10 +27,8 @@ from ledger.errors import (
 )
 from ledger.hashing import sha256_file
 from ledger.model import records
-from ledger.redact import redact_code
+from ledger.store.gate import MAX_DIFF_BYTES, REDACTION_MARGIN_BYTES
 from ledger.store.lookup import ensure_run, hypothesis_row
-
-MAX_DIFF_BYTES = 1 << 20  # a diff past this is a generated file; keep its head
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,9 @@ def prepare(
     if diff is not None and git_dir is not None:
         raise UsageError("give the diff either as a file or from git, not both")
     text = _bounded(
-        diff if diff is None or isinstance(diff, str) else diff.read(MAX_DIFF_BYTES + 1)
+        diff
+        if diff is None or isinstance(diff, str)
+        else diff.read(MAX_DIFF_BYTES + REDACTION_MARGIN_BYTES + 1)
     )
     if text is not None and "\x00" in text:
         raise BadContentError("the diff holds NUL bytes: a binary file is not a unified diff")
@@ -81,10 +81,12 @@ def prepare(
 
 
 def _bounded(diff: str | None) -> str | None:
-    if diff is None or (len(diff) <= MAX_DIFF_BYTES and len(diff.encode()) <= MAX_DIFF_BYTES):
+    """The diff as far as it is kept. The gate redacts it, then keeps MAX_DIFF_BYTES: a
+    margin past that stays, for what redaction must see beyond the cut (a key block's end)."""
+    keep = MAX_DIFF_BYTES + REDACTION_MARGIN_BYTES
+    if diff is None or (len(diff) <= keep and len(diff.encode()) <= keep):
         return diff
-    cut = diff.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
-    return cut + f"\n[ledger: diff truncated to {MAX_DIFF_BYTES} bytes]\n"
+    return diff.encode()[:keep].decode(errors="ignore")
 
 
 def diff_paths(diff: str) -> list[str]:
@@ -119,7 +121,7 @@ def record(
     row = m.Patch(
         hypothesis_id=hypothesis_row_.id,
         summary=patch.summary,
-        diff=redact_code(patch.diff),
+        diff=patch.diff,
         git_commit=patch.commit,
     )
     session.add(row)

@@ -31,9 +31,9 @@ from ledger.errors import BadContentError, ConflictError, InputFileError, UsageE
 from ledger.model import records
 from ledger.model.records import StepWrite
 from ledger.model.terms import Fate
-from ledger.redact import redact
+from ledger.store import gate
 from ledger.store.lookup import ensure_run, insert_if_missing
-from ledger.store.runs import clean_reason, step_counts
+from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
 
 BATCH_ROWS = 100_000
@@ -283,7 +283,7 @@ def read_log(
         lf.ingested_at = now
     if took:
         run_row.fate = fate
-        run_row.fate_reason = clean_reason(reason)
+        run_row.fate_reason = reason or None  # the gate redacts and bounds it
     unit = final.throughput()["unit"]
     if unit and not run_row.throughput_unit:
         run_row.throughput_unit = unit
@@ -369,7 +369,7 @@ def _store(
         conn.exec_driver_sql(
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
-                (run_id, log_file_id, line, kind, redact(text) or "", rank, now)
+                (run_id, log_file_id, line, kind, gate.clean("log_event", "text", text), rank, now)
                 for line, kind, text, rank in event_rows
             ],
         )

@@ -30,7 +30,6 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FINAL_FATES
-from ledger.proc import run_command
 from ledger.store import (
     compare,
     deploys,
@@ -216,7 +215,7 @@ class Ledger:
         check = self.check_artifact(run, artifact) if artifact is not None else None
         with self._write() as (s, inv):
             step_id = deploys.new_step(s, inv, run, step, argv, check).id
-        result = run_command(argv, timeout=timeout, echo=echo)
+        result = deploys.run(argv, timeout=timeout, echo=echo)
         with self._write() as (s, _):
             done = deploys.finish_step(s, step_id, run, result)
         if result.interrupted:
@@ -450,7 +449,7 @@ class Ledger:
             with self._write() as (s, _):
                 probes.interrupted(s, probe_id)
             raise
-        result = run_command(argv, timeout=timeout, echo=echo)
+        result = deploys.run(argv, timeout=timeout, echo=echo)
         with self._read() as (s, _):
             earlier = probes.previous(s, run_id, probe_id)
         reading = probes.read_output(run, argv, result, [*kept, *patterns], earlier, stall_after)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.errors import NotFoundError
+from ledger.store import gate
 
 NO_INVESTIGATION = -1  # the id a read uses for an investigation not created yet: no rows match
 
@@ -84,6 +85,7 @@ def insert_if_missing(session: Session, model: type[m.Base], **values: Any) -> b
     already serialises writers).
     """
     key = sa_inspect(model).primary_key
+    values = gate.clean_values(str(model.__tablename__), values)
     if session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 

@@ -24,8 +24,9 @@ from ledger.errors import LedgerError
 from ledger.model import records
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FAILED_FATES, IN_PROGRESS_FATES, Fate
+from ledger.store import gate
 from ledger.store.lookup import ensure_run, run_row
-from ledger.store.runs import clean_reason, step_counts
+from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter
 
 _RUN = cast(Table, m.Run.__table__)  # Core updates: atomic increments, conditional fates
@@ -78,8 +79,6 @@ def start_run(
     peer rank of this launch (which started or finished sooner): its failure stands, and
     its cost figure is kept.
     """
-    from ledger.redact import redact
-
     row, _ = ensure_run(session, inv, run)
     earlier_launch = row.ended_at is not None and row.ended_at < launched_at
     earlier_steps = False
@@ -94,7 +93,7 @@ def start_run(
     if row.started_at is None or earlier_launch:
         row.started_at = utcnow()
     row.host = row.host or host
-    row.command = row.command or redact(command)
+    row.command = row.command or command
     session.flush()
     return records.MeteredRun(row.id, row.name, row.fate, earlier_steps)
 
@@ -157,11 +156,11 @@ def summary(session: Session, inv: int, run: str) -> records.MeterSummary:
 
 def _apply_fate(conn: Connection, run_id: int, change: FateChange) -> None:
     run = _RUN
-    values: dict[str, Any] = {"fate": change.fate, "fate_reason": clean_reason(change.reason)}
+    values: dict[str, Any] = {"fate": change.fate, "fate_reason": change.reason or None}
     if change.ended:
         values["ended_at"] = utcnow()
     conn.execute(
         update(run)
         .where(run.c.id == run_id, run.c.fate.in_(REPLACES[change.fate]))
-        .values(**values)
+        .values(**gate.clean_values("run", values))
     )

@@ -9,7 +9,6 @@ times out or is interrupted is still a row with its exit status.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,11 +23,10 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.terms import FAILED_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult
-from ledger.redact import redact
+from ledger.store import gate
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run
 from ledger.store.lookup import run_row as run_row_of
-from ledger.store.runs import clean_reason
 
 Position = tuple[Any, Any, Any]  # (last step, last bar's description, last bar's n)
 
@@ -57,7 +55,7 @@ def start(session: Session, inv: int, run: str, argv: list[str], new: bool) -> t
     run_row = ensure_run(session, inv, run)[0] if new else run_row_of(session, inv, run)
     row = m.Probe(
         run_id=run_row.id,
-        command=redact(shlex.join(argv)) or "",
+        command=gate.command(argv),
         started_at=utcnow(),
         timed_out=False,
     )
@@ -137,7 +135,7 @@ def finish(
     row = session.get_one(m.Probe, probe_id)
     store_command_result(row, result)
     row.fate = reading.fate
-    row.conclusion = redact(reading.conclusion)
+    row.conclusion = reading.conclusion
     for gpu in reading.summary.gpus:
         session.add(
             m.GpuSample(
@@ -152,7 +150,7 @@ def finish(
     if reading.fate != Fate.UNKNOWN:
         run_row = session.get_one(m.Run, run_id)
         run_row.fate = reading.fate
-        run_row.fate_reason = clean_reason(reading.reason)
+        run_row.fate_reason = reading.reason or None
 
 
 def result_record(
@@ -203,7 +201,7 @@ def _conclusion(
     else:
         # Say what decided the fate (the OOM line), not whatever the launcher printed last.
         reason = summary.get("fate_reason") or (summary.get("last_event") or {}).get("text", "")
-        parts.append(str(reason)[:120])
+        parts.append(gate.text(str(reason))[:120])  # redacted before it is cut
     head = f"{run}: {fate}"
     line = f"{head} — {', '.join(parts)}" if parts else head
     if summary["gpus"]:

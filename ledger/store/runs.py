@@ -9,12 +9,9 @@ from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.terms import FATES, EventKind
-from ledger.redact import redact
 from ledger.store import deploys
 from ledger.store.fixes import patch_record
 from ledger.store.lookup import count, run_row
-
-REASON_CHARS = 2000  # a fate's evidence is a line or two; a whole traceback is an event
 
 
 def set_fate(session: Session, inv: int, run: str, fate: str, reason: str | None) -> None:
@@ -22,15 +19,7 @@ def set_fate(session: Session, inv: int, run: str, fate: str, reason: str | None
         raise UsageError(f"a fate is one of {', '.join(FATES)}, not {fate!r}")
     row = run_row(session, inv, run)
     row.fate = fate
-    row.fate_reason = clean_reason(reason)
-
-
-def clean_reason(reason: str | None) -> str | None:
-    """A fate's reason as stored: redacted, then bounded."""
-    if not reason:
-        return None
-    text = redact(reason) or ""
-    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+    row.fate_reason = reason or None
 
 
 def ordered(session: Session, inv: int) -> list[m.Run]:

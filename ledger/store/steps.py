@@ -23,6 +23,7 @@ from ledger.db.types import NAN_TEXT
 from ledger.errors import UsageError
 from ledger.model.records import StepWrite
 from ledger.model.terms import STEP_COLUMNS
+from ledger.store import gate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,14 +96,14 @@ class StepWriter:
         whose values are numbers or None; only NaN needs converting on SQLite (and only
         when `nan` says a batch may hold one). Otherwise every value is checked.
         """
+        metrics, report = _without_secret_metrics(metrics)
         if trusted:
-            report = StepWrite()
             step_params = self._trusted(rows, nan)
             metric_params = self._trusted_metrics(metrics, nan)
         else:
-            step_params, report = self._checked(rows)
+            step_params, step_report = self._checked(rows)
             metric_params, metric_report = self._checked_metrics(metrics)
-            report += metric_report
+            report += step_report + metric_report
         sent, refused, problem = self._send(self._step_sql, step_params)
         report += StepWrite(steps=sent, bad_rows=refused, problems=problem)
         sent, refused, problem = self._send(self._metric_sql, metric_params)
@@ -204,6 +205,24 @@ class StepWriter:
                     reason = str(getattr(exc, "orig", exc)).strip().splitlines()
                     problem = (f"a row was refused: {reason[0] if reason else type(exc).__name__}",)
         return len(params) - refused, refused, problem
+
+
+def _without_secret_metrics(
+    metrics: Sequence[MetricTuple],
+) -> tuple[Sequence[MetricTuple], StepWrite]:
+    """A key=value whose key names a secret is not a metric: such values are counted as
+    not stored as given (bad_values: not bad_rows, which the hook reports as dropped steps),
+    never stored. ledger.store.gate decides; most batches hold a handful of distinct names."""
+    if not metrics:
+        return metrics, StepWrite()
+    names = {row[2] for row in metrics}  # the 1M-row path: one set, no call per row
+    refused = gate.secret_metrics(str(name) for name in names)
+    if not refused:
+        return metrics, StepWrite()
+    kept = [row for row in metrics if str(row[2]) not in refused]
+    shown = ", ".join(sorted(gate.text(name) for name in refused)[:3])
+    problem = f"metrics named like secrets were not stored ({shown})"
+    return kept, StepWrite(bad_values=len(metrics) - len(kept), problems=(problem,))
 
 
 def split_mappings(
