@@ -261,20 +261,26 @@ def test_rereading_a_rewritten_log_keeps_what_the_hook_wrote(lg, tmp_path: Path)
 
 
 def test_a_log_of_another_run_is_refused(lg, tmp_path: Path) -> None:
-    log = tmp_path / "train_a.log"
-    log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(50)))
+    log = tmp_path / "train_a.log"  # a real log's size: a copy shares more than a banner
+    log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(3000)))
     lg.ingest(log)
     lg.set_fate("a", "oom", "CUDA out of memory")
     lg.add_steps("b", [{"step": 0, "throughput": 5.0}])
     from ledger.errors import ConflictError
 
     copy = tmp_path / "copy.log"
-    copy.write_bytes(log.read_bytes() + b"step 50 | loss 1.0 | tok/s 1050\n")
+    copy.write_bytes(log.read_bytes() + b"step 3000 | loss 1.0 | tok/s 4000\n")
     for candidate in (log, copy):
         with pytest.raises(ConflictError, match="is the log of run 'a'"):
             lg.ingest(candidate, "b")
     assert lg.run_summary("b").steps == 1 and lg.show("b").log_files == []
     assert lg.show("a").fate == "oom"  # untouched
+    # Two runs of one script share a banner: a short common start is not a copy.
+    banner = "".join(f"config line {i}\n" for i in range(20))
+    (tmp_path / "train_c.log").write_text(banner + "step 1 | loss 1.0 | tok/s 10\n")
+    (tmp_path / "train_d.log").write_text(banner + "step 1 | loss 2.0 | tok/s 20\n")
+    lg.ingest(tmp_path / "train_c.log")
+    assert lg.ingest(tmp_path / "train_d.log").run == "d"
 
 
 def test_a_file_with_no_training_output_makes_no_run(db_url: str, tmp_path: Path) -> None:

@@ -146,26 +146,29 @@ def log_file_row(session: Session, run_id: int, file: Path, fmt: str) -> m.LogFi
     return session.scalars(query.with_for_update()).one()
 
 
+SAME_CONTENT_BYTES = 64 * 1024  # a shared prefix this long is one log, not one banner
+
+
 def check_owner(session: Session, inv: int, run_id: int, file: Path, size: int) -> None:
-    """Refuse a log whose content another run of the investigation already holds (the same
-    file, or one that starts with the same bytes): under a second name its steps would be
-    dropped as duplicates while its fate overwrote that run's."""
+    """Refuse a log another run of the investigation already holds: the same file, or a copy
+    (the same first 64 KiB or more, or the same whole content). Under a second name its
+    steps would be dropped as duplicates while its fate overwrote that run's. Two runs of
+    one script may print the same banner and config: a short common start is not a copy."""
+    key = str(file.resolve())
     others = session.execute(
         select(m.LogFile.offset, m.LogFile.sha256, m.LogFile.path, m.Run.name)
         .join(m.Run, m.Run.id == m.LogFile.run_id)
-        .where(
-            m.Run.investigation_id == inv,
-            m.LogFile.run_id != run_id,
-            m.LogFile.sha256.is_not(None),
-            m.LogFile.offset > 0,
-            m.LogFile.offset <= size,
-        )
+        .where(m.Run.investigation_id == inv, m.LogFile.run_id != run_id)
     ).all()
-    if not others:
-        return
-    wanted: dict[int, list[tuple[str | None, str, str]]] = {offset: [] for offset, *_ in others}
+    wanted: dict[int, list[tuple[str | None, str, str]]] = {}
     for offset, sha, path, name in others:
-        wanted[offset].append((sha, path, name))
+        if path == key:
+            raise _owned(file, name, path)
+        copy = offset >= SAME_CONTENT_BYTES or (offset == size and offset >= 4096)
+        if sha is not None and copy and offset <= size:
+            wanted.setdefault(offset, []).append((sha, path, name))
+    if not wanted:
+        return
     digest, done = hashlib.sha256(), 0
     with file.open("rb") as handle:
         for offset in sorted(wanted):
@@ -177,10 +180,14 @@ def check_owner(session: Session, inv: int, run_id: int, file: Path, size: int) 
                 done += len(chunk)
             for sha, path, name in wanted[offset]:
                 if digest.hexdigest() == sha:
-                    raise ConflictError(
-                        f"{file} is the log of run {name!r} (read before as {path}); ingest it "
-                        f"under that run (--run {name}, or no --run)"
-                    )
+                    raise _owned(file, name, path)
+
+
+def _owned(file: Path, run: str, path: str) -> ConflictError:
+    return ConflictError(
+        f"{file} is the log of run {run!r} (read before as {path}); ingest it under that "
+        f"run (--run {run}, or no --run)"
+    )
 
 
 def has_training_output(summary: dict[str, Any], fate: str) -> bool:
