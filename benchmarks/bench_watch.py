@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from ledger.analyze import StepColumns, analyze_run
-from ledger.analyze.sequential import MIN_SAME, reference_from_run
+from ledger.analyze.sequential import MIN_SAME, SequentialMonitor, reference_from_run
 from ledger.analyze.sequential_batch import Watched, watch_many
 from ledger.demo import traces as syn
 from ledger.model.analysis import Reference
@@ -42,6 +42,7 @@ STAGES = (1024, 4096, 16384)
 FALSE_GOAL = 0.01
 FAST_GOAL = 150  # steady steps, 90th percentile, for −25 % at 4 % noise
 CHUNK = 250
+REUSE = 4  # watched runs per reference run in section 4 (analysing a reference is slow)
 
 
 def watch_cell(
@@ -180,15 +181,18 @@ def main() -> None:
         print(f"   {label:<24} {p90:>6.0f}   {verdict}   ({share:.1%} decided regression)")
 
     print("\n4. No true difference, against a reference run (3,000 steps, its interval carried)")
+    print(f"   ({REUSE} watched runs share each reference run)")
     print(f"{'stalls':>8} {'noise':>5} {'phi':>4} {'false':>7} {'goal':>6} {'same':>6}")
     for stall, noise, phi in itertools.product(STALLS, (0.04,), (0.5, 0.9)):
         seed = cell_seed(args.seed, stall[0], noise, phi, 9.0)
-        references = [_reference_run(noise, phi, stall, seed + 1 + run) for run in range(args.runs)]
+        count = -(-args.runs // REUSE)
+        references = [_reference_run(noise, phi, stall, seed + 1 + i) for i in range(count)]
+        shared = np.arange(args.runs) // REUSE
         bounds = tuple(
-            np.array([getattr(r, key) or np.nan for r in references])
+            np.array([getattr(r, key) or np.nan for r in references])[shared]
             for key in ("value", "low", "high")
         )
-        every = np.array([r.stall_every or 0.0 for r in references])
+        every = np.array([r.stall_every or 0.0 for r in references])[shared]
         got = watch_cell(
             args.runs,
             args.horizon,
@@ -204,6 +208,16 @@ def main() -> None:
         print(
             f"{_stall_label(stall):>8} {noise:>5.0%} {phi:>4.1f} {rate:>7.2%} "
             f"{'ok' if rate <= FALSE_GOAL else 'MISSED':>6} {(got.outcome == 'same').mean():>6.1%}"
+        )
+
+    print("\n5. Cost per step of SequentialMonitor (add + state), medians of 3")
+    print("   beside one compare-style analysis of the same steps (what re-analysing costs)")
+    for n in (1_000, 10_000, 100_000):
+        per_step = np.median([_monitor_cost(n) for _ in range(3)])
+        once = np.median([_analysis_cost(n) for _ in range(3)])
+        print(
+            f"   {n:>7,} steps: {per_step * 1e6:>6.1f} µs per step; one analysis of all of "
+            f"them {once * 1e3:>7.1f} ms ({once / per_step:,.0f}x a monitor step)"
         )
     print(f"\ntook {time.perf_counter() - started:.0f} s")
 
@@ -226,6 +240,29 @@ def _reference_run(noise: float, phi: float, stall: tuple[int, float], seed: int
         step=np.arange(3000), tokens=work[0], step_time_s=step_time, wait_s=cost[0] - step_time
     )
     return reference_from_run(analyze_run("reference", columns))
+
+
+def _monitor_cost(n: int) -> float:
+    """Seconds per step to feed n hook-like steps and read the state after each."""
+    _, cost, typical, reference = syn.many_costs(
+        1, n, noise=0.04, phi=0.5, stall_every=50, stall_cost=0.1, seed=n
+    )
+    step_time = 1.0 / typical[0]
+    wait = cost[0] - step_time
+    monitor = SequentialMonitor(reference * 10.0)  # far from it: never decided, always working
+    started = time.perf_counter()
+    for i in range(n):
+        monitor.add(i, tokens=1.0, step_time_s=float(step_time[i]), wait_s=float(wait[i]))
+        monitor.state()
+    return (time.perf_counter() - started) / n
+
+
+def _analysis_cost(n: int) -> float:
+    work, cost, _, _ = syn.many_costs(1, n, noise=0.04, phi=0.5, seed=n)
+    columns = StepColumns(step=np.arange(n), tokens=work[0], step_time_s=cost[0])
+    started = time.perf_counter()
+    analyze_run("run", columns)
+    return time.perf_counter() - started
 
 
 def _stall_label(stall: tuple[int, float]) -> str:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ledger.analyze import StepColumns, analyze_run
+from ledger.analyze import StepColumns, analyze_run, confseq
 from ledger.analyze.sequential import (
     GAP,
     MIN_SAME,
@@ -363,3 +363,19 @@ def test_the_block_sums_stay_logarithmic() -> None:
         monitor.add(i, throughput=100.0 * (1.0 + 0.02 * rng.normal()))
     levels = monitor._sums.batches.levels  # the binary counter behind the batches
     assert len(levels) <= math.ceil(math.log2(20_000)) + 2
+
+
+def test_steps_to_finds_the_fewest_steps_that_narrow_the_interval_enough() -> None:
+    rng = np.random.default_rng(46)
+    for _ in range(200):
+        sigma, n, target = (
+            rng.uniform(0.001, 2.0),
+            int(rng.integers(1, 5000)),
+            rng.uniform(5e-4, 0.5),
+        )
+        got = confseq.steps_to(target, sigma, n, 0.005)
+        if got is None:
+            assert float(confseq.half_width(sigma, 10_000_000, 0.005)) > target
+            continue
+        assert float(confseq.half_width(sigma, got, 0.005)) <= target
+        assert got == n or float(confseq.half_width(sigma, got - 1, 0.005)) > target

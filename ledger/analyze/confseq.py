@@ -102,27 +102,28 @@ def ar1_variance(
 def steps_to(
     target: float, sigma: float, n: int, alpha: float, limit: int = 10_000_000
 ) -> int | None:
-    """Fewest steps n' ≥ n with half_width(σ, n') ≤ target (None: beyond `limit`)."""
+    """Fewest steps n' ≥ n with half_width(σ, n') ≤ target (None: beyond `limit`).
+
+    A few vectorised passes (a geometric grid, then ever finer grids inside the bracket
+    found), so a status line can ask after every step.
+    """
     if not (target > 0 and math.isfinite(sigma)):
         return None
-    if sigma <= 0.0:
-        return n
-
-    def fits(m: int) -> bool:
-        return float(half_width(sigma, m, alpha)) <= target
-
-    low, high = max(n, 1), max(n, 1)
-    while not fits(high):
-        low, high = high, high * 2
-        if high > limit:
-            return None
-    while low < high:
-        middle = (low + high) // 2
-        if fits(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return high
+    low = max(int(n), 1)
+    if sigma <= 0.0 or float(half_width(sigma, low, alpha)) <= target:
+        return low
+    if float(half_width(sigma, limit, alpha)) > target:
+        return None
+    grid = np.unique(np.geomspace(low, limit, 256).astype(np.int64))
+    high = limit
+    while True:
+        fits = np.flatnonzero(half_width(sigma, grid, alpha) <= target)
+        high = int(grid[fits[0]]) if len(fits) else high
+        low = int(grid[fits[0] - 1]) + 1 if len(fits) and fits[0] > 0 else low
+        if high - low <= 256:  # the last grid holds every step of the bracket
+            inside = np.arange(low, high + 1)
+            return int(inside[np.flatnonzero(half_width(sigma, inside, alpha) <= target)[0]])
+        grid = np.unique(np.linspace(low, high, 256).astype(np.int64))
 
 
 def interval_t(level: float, batches: int) -> float:

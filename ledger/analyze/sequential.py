@@ -67,6 +67,7 @@ MIN_STEADY = 20  # steady steps before `regression` may be said
 MIN_SAME = 100  # ... before `same` or `improvement`
 STALL_RATIO = 0.5  # a step slower than this × the level is a stall
 MEDIAN_GROWTH = 0.02  # the median shown is recomputed when the window grew this much
+# (and by 16 steps at least)
 
 
 def reference_from_run(run: RunAnalysis, alpha: float = DEFAULT_ALPHA) -> Reference:
@@ -563,7 +564,7 @@ class SequentialMonitor:
 
     def _median_figures(self) -> tuple[float | None, tuple[float, float] | None]:
         n = self._sums.n
-        if self._median is None or n >= self._median_at * (1.0 + MEDIAN_GROWTH):
+        if self._median is None or n >= self._median_at + max(16.0, MEDIAN_GROWTH * n):
             estimate = estimate_median(self._typical[:n])
             self._median = (estimate.value, estimate.interval())
             self._median_at = n
