@@ -34,11 +34,11 @@ window has grown by 2 %, so it costs O(1) amortised too.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,9 +49,10 @@ from ledger.analyze.effective import (
     BASIS_THROUGHPUT,
     BASIS_WALL,
 )
+from ledger.analyze.running import RunningSums
 from ledger.analyze.series import StepColumns, build_trace
 from ledger.analyze.stats import estimate_median
-from ledger.analyze.wording import pct, short_value
+from ledger.analyze.wording import monitor_sentence
 from ledger.model.analysis import MonitorState, Reference, RunAnalysis
 from ledger.model.terms import Verdict
 
@@ -93,143 +94,6 @@ def baseline_reference(value: float) -> Reference:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"the reference is a throughput above 0, not {value}")
     return Reference("baseline", float(value))
-
-
-@dataclass
-class _Level:
-    """Sums over the complete batches of one dyadic length, and the half-filled next one."""
-
-    count: int = 0
-    w: float = 0.0
-    c: float = 0.0
-    ww: float = 0.0
-    wc: float = 0.0
-    cc: float = 0.0
-    half: tuple[float, float] | None = None
-
-    def take(self, w: float, c: float) -> None:
-        self.count += 1
-        self.w += w
-        self.c += c
-        self.ww += w * w
-        self.wc += w * c
-        self.cc += c * c
-
-
-class _Dyadic:
-    """Batch sums at every dyadic length from the steady start: a binary counter."""
-
-    def __init__(self) -> None:
-        self.levels: list[_Level] = []
-
-    def add(self, w: float, c: float) -> None:
-        j = 0
-        while True:  # a complete batch of 2**j steps: count it, pair it into level j + 1
-            if j + 1 >= len(self.levels):
-                self.levels.extend(_Level() for _ in range(j + 2 - len(self.levels)))
-            self.levels[j].take(w, c)
-            above = self.levels[j + 1]
-            if above.half is None:
-                above.half = (w, c)
-                return
-            hw, hc = above.half
-            above.half = None
-            w, c, j = w + hw, c + hc, j + 1
-
-    def longest(self) -> tuple[_Level, int] | None:
-        """The longest length with MIN_BLOCKS complete batches, and the steps they hold."""
-        for j in range(len(self.levels) - 1, -1, -1):
-            if self.levels[j].count >= confseq.MIN_BLOCKS:
-                return self.levels[j], self.levels[j].count * 2**j
-        return None
-
-
-@dataclass
-class _Sums:
-    """The running sums of the steady window (work and cost scaled to about 1)."""
-
-    n: int = 0
-    w: float = 0.0
-    c: float = 0.0
-    # the AR(1) part, on capped costs (a stall step costs what a typical one would)
-    cap: float = 0.0
-    ww: float = 0.0
-    w_cap: float = 0.0
-    cap_cap: float = 0.0
-    lag_ww: float = 0.0
-    lag_wc: float = 0.0
-    lag_cc: float = 0.0
-    previous: tuple[float, float] | None = None
-    # stalls: count, their work and cost, and the cycles between them
-    stalls: int = 0
-    stall_w: float = 0.0
-    stall_c: float = 0.0
-    last_stall: tuple[int, float, float] | None = None
-    cycles: _Level = field(default_factory=_Level)
-    cycle_steps: int = 0
-    batches: _Dyadic = field(default_factory=_Dyadic)
-    capped_batches: _Dyadic = field(default_factory=_Dyadic)
-
-    def add(self, w: float, c: float, stall: bool, capped: float) -> None:
-        self.n += 1
-        self.w += w
-        self.c += c
-        self.cap += capped
-        self.ww += w * w
-        self.w_cap += w * capped
-        self.cap_cap += capped * capped
-        if self.previous is not None:
-            pw, pc = self.previous
-            self.lag_ww += w * pw
-            self.lag_wc += w * pc + capped * pw
-            self.lag_cc += capped * pc
-        self.previous = (w, capped)
-        if stall:
-            self.stalls += 1
-            self.stall_w += w
-            self.stall_c += c
-            if self.last_stall is not None:
-                at, lw, lc = self.last_stall
-                self.cycles.take(self.w - lw, self.c - lc)
-                self.cycle_steps += self.n - at
-            self.last_stall = (self.n, self.w, self.c)
-        self.batches.add(w, c)
-        self.capped_batches.add(w, capped)
-
-    def estimate(self, capped: bool = False) -> tuple[float, int, float]:
-        """(R̂, steps behind it, σ²: the per-step relative long-run variance).
-
-        R̂ is taken over the same whole batches as σ² (the longest dyadic ones with
-        MIN_BLOCKS complete, or once MIN_CYCLES have closed, the cycles between stalls),
-        so a stall in the batch still filling cannot move the estimate before the spread
-        has seen it, and where the window cuts a cycle does not bias it
-        (ledger.analyze.confseq has the rest). With `capped`, of the typical-step rate:
-        every stall step costing what a typical step would.
-        """
-        ratio, steps = (self.w / self.cap, self.n) if capped else (self.w / self.c, self.n)
-        spread = 0.0
-        found: tuple[_Level, int] | None
-        if capped:
-            found = self.capped_batches.longest()
-        elif self.cycles.count >= confseq.MIN_CYCLES:
-            found = (self.cycles, self.cycle_steps)
-        else:
-            found = self.batches.longest()
-        if found is not None:
-            k, steps = found
-            ratio = k.w / k.c
-            spread = float(confseq.batch_variance(k.count, k.w, k.c, k.ww, k.wc, k.cc, ratio))
-            mean_w = k.w / steps
-            spread *= float(confseq.inflation(k.count)) / (steps / k.count) / mean_w**2
-        # around the capped costs' own ratio, so the residuals have mean zero (a mean far
-        # from zero would swamp the lag-1 covariance in rounding)
-        step_w = self.w / self.n
-        r = self.w / self.cap
-        sum_z = (self.w - r * self.cap) / step_w
-        sum_zz = (self.ww - 2.0 * r * self.w_cap + r**2 * self.cap_cap) / step_w**2
-        sum_lag = (self.lag_ww - r * self.lag_wc + r**2 * self.lag_cc) / step_w**2
-        ar = float(confseq.ar1_variance(self.n, sum_z, sum_zz, sum_lag))
-        return ratio, steps, max(spread, ar)
 
 
 class SequentialMonitor:
@@ -284,7 +148,7 @@ class SequentialMonitor:
         self._tokens_per_step: deque[float] = deque(maxlen=2 * WINDOW * BLOCK)
         self._steady_from: int | None = None
         # steady
-        self._sums = _Sums()
+        self._sums = RunningSums()
         self._scale: tuple[float, float] | None = None
         self._typical = np.empty(1024)
         self._median_at = 0
@@ -572,49 +436,7 @@ class SequentialMonitor:
 
 
 def _with_summary(state: MonitorState, decided_n: int) -> MonitorState:
-    from dataclasses import replace
-
-    return replace(state, summary=monitor_sentence(state, decided_n))
-
-
-def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
-    """The state in one line ('steady 340 steps: effective 13.9K …; undecided: …')."""
-    ref = state.reference
-    against = f"the {short_value(ref.value)} baseline" if ref.kind == "baseline" else f"{ref.run}"
-    if state.phase == "warmup":
-        return f"warm-up: {state.steps:,} steps, not steady yet"
-    ci = state.pct_ci
-    delta_ci = (ci[0] - 100.0, ci[1] - 100.0) if ci is not None else None
-    interval = (
-        f"CI {pct(delta_ci[0], signed=True)} to {pct(delta_ci[1], signed=True)}"
-        if delta_ci is not None
-        else "CI n/a"
-    )
-    delta = (state.pct_of_reference or math.nan) - 100.0
-    threshold = f"±{state.threshold_pct:g} %"
-    if state.decision == Verdict.REGRESSION.value:
-        return (
-            f"regression: {abs(delta):.1f} % slower than {against} ({interval}) "
-            f"after {decided_n:,} steady steps"
-        )
-    if state.decision == Verdict.IMPROVEMENT.value:
-        return (
-            f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) "
-            f"after {decided_n:,} steady steps"
-        )
-    if state.decision == Verdict.SAME.value:
-        return (
-            f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) "
-            f"after {decided_n:,} steady steps"
-        )
-    figures = f"effective {short_value(state.effective)}"
-    if state.pct_of_reference is not None:
-        figures += f", {state.pct_of_reference:.1f} % of {against} ({interval})"
-    if state.remaining_steps is None:
-        wait = f"undecided: cannot resolve {threshold} against {against}"
-    else:
-        wait = f"undecided: about {state.remaining_steps:,} more steps to resolve {threshold}"
-    return f"steady {state.steady_steps:,} steps: {figures}; {wait}"
+    return dataclasses.replace(state, summary=monitor_sentence(state, decided_n))
 
 
 def _finite(value: float) -> bool:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledger.model.terms import Verdict
+
+if TYPE_CHECKING:
+    from ledger.model.analysis import MonitorState
 
 
 def short_value(value: float | None) -> str:
@@ -129,3 +135,43 @@ def baseline_sentence(
         return ""
     state = {True: "recovered", False: "not recovered", None: "not comparable"}[recovered]
     return f"at {vs_baseline_pct:.1f} % of the {short_value(value)} baseline ({state})"
+
+
+def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
+    """The state in one line ('steady 340 steps: effective 13.9K …; undecided: …')."""
+    ref = state.reference
+    against = f"the {short_value(ref.value)} baseline" if ref.kind == "baseline" else f"{ref.run}"
+    if state.phase == "warmup":
+        return f"warm-up: {state.steps:,} steps, not steady yet"
+    ci = state.pct_ci
+    delta_ci = (ci[0] - 100.0, ci[1] - 100.0) if ci is not None else None
+    interval = (
+        f"CI {pct(delta_ci[0], signed=True)} to {pct(delta_ci[1], signed=True)}"
+        if delta_ci is not None
+        else "CI n/a"
+    )
+    delta = (state.pct_of_reference or math.nan) - 100.0
+    threshold = f"±{state.threshold_pct:g} %"
+    if state.decision == Verdict.REGRESSION.value:
+        return (
+            f"regression: {abs(delta):.1f} % slower than {against} ({interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    if state.decision == Verdict.IMPROVEMENT.value:
+        return (
+            f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    if state.decision == Verdict.SAME.value:
+        return (
+            f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    figures = f"effective {short_value(state.effective)}"
+    if state.pct_of_reference is not None:
+        figures += f", {state.pct_of_reference:.1f} % of {against} ({interval})"
+    if state.remaining_steps is None:
+        wait = f"undecided: cannot resolve {threshold} against {against}"
+    else:
+        wait = f"undecided: about {state.remaining_steps:,} more steps to resolve {threshold}"
+    return f"steady {state.steady_steps:,} steps: {figures}; {wait}"
