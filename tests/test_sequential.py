@@ -250,7 +250,7 @@ def test_the_baseline_must_be_a_positive_number() -> None:
     with pytest.raises(ValueError):
         SequentialMonitor(math.nan)
     with pytest.raises(ValueError):
-        SequentialMonitor(100.0, threshold=0.0)
+        SequentialMonitor(100.0, threshold=1.5)
 
 
 # -- the remaining-steps estimate --------------------------------------------------------------

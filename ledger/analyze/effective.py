@@ -200,7 +200,11 @@ def estimate_effective(
     if n == 0:
         return Estimate(math.nan, math.nan, 0, math.nan)
     ratio = float(w.sum() / c.sum())
-    tau = integrated_time(w / c)
+    rate = w / c
+    if stalls is not None:
+        # the memory of the steps between stalls: spikes would read as independent noise
+        rate = np.where(stalls[usable], np.nan, rate)
+    tau = integrated_time(rate)
     k = batch_count(n, tau)
     if k < 2:
         return Estimate(ratio, math.nan, k, tau)

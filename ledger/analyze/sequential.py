@@ -116,7 +116,7 @@ class SequentialMonitor:
         threshold: float = DEFAULT_THRESHOLD,
         alpha: float = DEFAULT_ALPHA,
     ) -> None:
-        if not 0.0 < threshold < 1.0:
+        if not 0.0 <= threshold < 1.0:
             raise ValueError(f"the threshold is a fraction between 0 and 1, not {threshold}")
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha is a probability between 0 and 1, not {alpha}")
