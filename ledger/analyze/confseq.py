@@ -52,14 +52,14 @@ def inflation(batches: np.ndarray | int) -> np.ndarray:
     inside = np.minimum(k, INFLATION_TABLE)
     # past the table, the normal approximation of χ²: 1 + z·√(2/df)
     beyond = 1.0 + 1.2816 * np.sqrt(2.0 / np.maximum(k, 1))
-    return np.where(k <= INFLATION_TABLE, _inflation_table()[inside], beyond)
+    return np.asarray(np.where(k <= INFLATION_TABLE, _inflation_table()[inside], beyond))
 
 
 def half_width(sigma: np.ndarray | float, n: np.ndarray | float, alpha: float) -> np.ndarray:
     """h: the relative half-width of the interval after n steps (see the module's docstring)."""
     n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     spread = (n + TUNED_AT) * np.log((n + TUNED_AT) / (TUNED_AT * alpha**2))
-    return np.asarray(sigma) * np.sqrt(spread) / n
+    return np.asarray(np.asarray(sigma) * np.sqrt(spread) / n)
 
 
 def batch_variance(
@@ -75,7 +75,7 @@ def batch_variance(
     k = np.asarray(count, dtype=np.float64)
     squares = np.asarray(sum_ww) - 2.0 * ratio * np.asarray(sum_wc) + ratio**2 * np.asarray(sum_cc)
     mean = (np.asarray(sum_w) - ratio * np.asarray(sum_c)) / np.maximum(k, 1.0)
-    return np.maximum(squares - k * mean**2, 0.0) / np.maximum(k - 1.0, 1.0)
+    return np.asarray(np.maximum(squares - k * mean**2, 0.0) / np.maximum(k - 1.0, 1.0))
 
 
 def ar1_variance(
@@ -96,7 +96,7 @@ def ar1_variance(
     tau = (1.0 + upper) / (1.0 - upper)
     # the sample variance of a short, persistent series misses the part its mean absorbed
     g0 = np.maximum(g0, 0.0) * n / np.maximum(n - tau, n / 2.0)
-    return g0 * tau
+    return np.asarray(g0 * tau)
 
 
 def steps_to(

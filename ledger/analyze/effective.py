@@ -63,7 +63,7 @@ class StepCosts:
     @property
     def rate(self) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self.work / self.cost
+            return np.asarray(self.work / self.cost)
 
 
 def _share(mask: np.ndarray) -> float:

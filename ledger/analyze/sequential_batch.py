@@ -179,7 +179,8 @@ def _dyadic(
         here = [s[:, done] for s in sums]
         ratio[:, part] = here[0] / here[1]
         steps[:, part] = done * size
-        spread = confseq.batch_variance(done, *here, ratio[:, part])
+        sum_w, sum_c, sum_ww, sum_wc, sum_cc = here
+        spread = confseq.batch_variance(done, sum_w, sum_c, sum_ww, sum_wc, sum_cc, ratio[:, part])
         mean_w = here[0] / (done * size)
         best[:, part] = spread / size / mean_w**2 * confseq.inflation(done)[None, :]
         size *= 2
@@ -201,12 +202,13 @@ def _cycles(
     cycle_w = np.where(closes, total_w - np.take_along_axis(total_w, where, axis=1), 0.0)
     cycle_c = np.where(closes, total_c - np.take_along_axis(total_c, where, axis=1), 0.0)
     k = np.cumsum(closes, axis=1)
-    sums = [np.cumsum(a, axis=1) for a in (cycle_w, cycle_c, cycle_w**2, cycle_w * cycle_c)]
-    sums.append(np.cumsum(cycle_c**2, axis=1))
+    sum_w, sum_c = np.cumsum(cycle_w, axis=1), np.cumsum(cycle_c, axis=1)
+    sum_ww, sum_wc = np.cumsum(cycle_w**2, axis=1), np.cumsum(cycle_w * cycle_c, axis=1)
+    sum_cc = np.cumsum(cycle_c**2, axis=1)
     steps = np.cumsum(np.where(closes, index - before, 0), axis=1)
-    ratio = sums[0] / np.where(sums[1] > 0, sums[1], np.nan)
-    spread = confseq.batch_variance(k, *sums, ratio)
-    mean_w = sums[0] / np.maximum(steps, 1)
+    ratio = sum_w / np.where(sum_c > 0, sum_c, np.nan)
+    spread = confseq.batch_variance(k, sum_w, sum_c, sum_ww, sum_wc, sum_cc, ratio)
+    mean_w = sum_w / np.maximum(steps, 1)
     length = steps / np.maximum(k, 1)
     scaled = spread / np.maximum(length, 1) / mean_w**2 * confseq.inflation(k)
     return ratio, steps, np.where(k >= confseq.MIN_CYCLES, scaled, np.nan)

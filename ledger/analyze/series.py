@@ -13,8 +13,12 @@ dropped (`dropped`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SOURCE_THROUGHPUT = "throughput"
 SOURCE_TOKENS = "tokens/step_time"
@@ -36,13 +40,13 @@ class StepColumns:
     wait_s: np.ndarray | None = None  # from the end of this step to the start of the next
 
     @classmethod
-    def from_frame(cls, frame: object) -> StepColumns:
+    def from_frame(cls, frame: pd.DataFrame) -> StepColumns:
         """Build from a DataFrame with a `step` column and any of the others."""
 
         def column(name: str, dtype: str) -> np.ndarray | None:
-            if name not in frame.columns:  # type: ignore[attr-defined]
+            if name not in frame.columns:
                 return None
-            return frame[name].to_numpy(dtype=dtype)  # type: ignore[index]
+            return np.asarray(frame[name].to_numpy(dtype=dtype))
 
         step = column("step", "int64")
         if step is None:
@@ -90,7 +94,7 @@ class Trace:
 
 def _usable(values: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
-        return np.isfinite(values) & (values > 0)
+        return np.asarray(np.isfinite(values) & (values > 0))
 
 
 def row_throughput(columns: StepColumns) -> tuple[np.ndarray, str]:

@@ -33,7 +33,7 @@ def ar1(n: int, phi: float, sd: float, rng: np.random.Generator) -> np.ndarray:
         return np.zeros(n)
     shocks = rng.normal(0.0, sd * np.sqrt(1.0 - phi**2), n)
     shocks[0] = rng.normal(0.0, sd)  # start in the stationary distribution
-    return lfilter([1.0], [1.0, -phi], shocks)
+    return np.asarray(lfilter([1.0], [1.0, -phi], shocks), dtype=np.float64)
 
 
 def warmup_factor(n: int, length: int, shape: str, depth: float = 0.3) -> np.ndarray:
@@ -104,7 +104,9 @@ def trace(
     return values, truth
 
 
-def step_rows(values: np.ndarray, *, first_step: int = 0, tokens: int | None = None) -> list[dict]:
+def step_rows(
+    values: np.ndarray, *, first_step: int = 0, tokens: int | None = None
+) -> list[dict[str, float]]:
     """Rows for `Ledger.add_steps`: step and throughput (and tokens + step time if given)."""
     if tokens is None:
         return [{"step": first_step + i, "throughput": float(v)} for i, v in enumerate(values)]
@@ -138,7 +140,7 @@ class TimedTrace:
     def __len__(self) -> int:
         return len(self.throughput)
 
-    def rows(self, *, first_step: int = 0, wait: bool = True) -> list[dict]:
+    def rows(self, *, first_step: int = 0, wait: bool = True) -> list[dict[str, float]]:
         """Rows for `Ledger.add_steps` (wait_s left out with wait=False)."""
         rows = []
         for i in range(len(self)):
