@@ -182,7 +182,10 @@ def main() -> None:
 
     print("\n4. No true difference, against a reference run (3,000 steps, its interval carried)")
     print(f"   ({REUSE} watched runs share each reference run)")
-    print(f"{'stalls':>8} {'noise':>5} {'phi':>4} {'false':>7} {'goal':>6} {'same':>6}")
+    print(
+        f"{'stalls':>8} {'noise':>5} {'phi':>4} {'false':>7} {'goal':>6} {'same':>6} "
+        f"{'undecided':>9}   (the rest: the reference alone too uncertain for ±2 %)"
+    )
     for stall, noise, phi in itertools.product(STALLS, (0.04,), (0.5, 0.9)):
         seed = cell_seed(args.seed, stall[0], noise, phi, 9.0)
         count = -(-args.runs // REUSE)
@@ -205,9 +208,11 @@ def main() -> None:
             min_same=np.maximum(MIN_SAME, np.ceil(3 * every)),
         )
         rate = float(np.isin(got.outcome, ("regression", "improvement")).mean())
+        hopeless = (bounds[0] / bounds[1] >= 1.02) | (bounds[0] / bounds[2] <= 0.98)
         print(
             f"{_stall_label(stall):>8} {noise:>5.0%} {phi:>4.1f} {rate:>7.2%} "
-            f"{'ok' if rate <= FALSE_GOAL else 'MISSED':>6} {(got.outcome == 'same').mean():>6.1%}"
+            f"{'ok' if rate <= FALSE_GOAL else 'MISSED':>6} {(got.outcome == 'same').mean():>6.1%} "
+            f"{(got.outcome == 'undecided').mean():>9.1%}   ({hopeless.mean():.1%})"
         )
 
     print("\n5. Cost per step of SequentialMonitor (add + state), medians of 3")

@@ -379,3 +379,20 @@ def test_steps_to_finds_the_fewest_steps_that_narrow_the_interval_enough() -> No
             continue
         assert float(confseq.half_width(sigma, got, 0.005)) <= target
         assert got == n or float(confseq.half_width(sigma, got - 1, 0.005)) > target
+
+
+def test_the_pace_of_the_run_is_there_for_a_stall_timer() -> None:
+    t = syn.timed(800, noise=0.02, phi=0.0, stall_every=100, stall_cost=0.1, seed=47)
+    monitor = SequentialMonitor(14_200.0)
+    for i in range(800):
+        monitor.add(
+            i,
+            tokens=4096.0,
+            step_time_s=float(t.step_time_s[i]),
+            wait_s=float(t.wait_s[i]),
+        )
+    state = monitor.state()
+    steady = slice(800 - state.steady_steps, 800)
+    costs = t.step_time_s[steady] + t.wait_s[steady]
+    assert state.seconds_per_step == pytest.approx(costs.mean())
+    assert state.longest_step_s == pytest.approx(costs.max())

@@ -1,5 +1,7 @@
 """The arithmetic of the watch's always-valid interval, shared by the monitor of one run
 (ledger.analyze.sequential) and its vectorised twin for many runs (sequential_batch).
+Both build two intervals from it, each at half the run's alpha: one for the effective
+throughput, one for the typical-step rate.
 
 The effective throughput R = Σ work / Σ cost after n steady steps has the residual sum
 S(R) = Σ (work_i − R·cost_i) / w̄, a sum of n dependent terms with long-run variance

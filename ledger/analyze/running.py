@@ -88,6 +88,9 @@ class RunningSums:
     cycle_steps: int = 0
     batches: Dyadic = field(default_factory=Dyadic)
     capped_batches: Dyadic = field(default_factory=Dyadic)
+    _cache: dict[bool, tuple[int, tuple[float, int, float]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def add(self, w: float, c: float, stall: bool, capped: float) -> None:
         self.n += 1
@@ -123,8 +126,12 @@ class RunningSums:
         so a stall in the batch still filling cannot move the estimate before the spread
         has seen it, and where the window cuts a cycle does not bias it
         (ledger.analyze.confseq has the rest). With `capped`, of the typical-step rate:
-        every stall step costing what a typical step would.
+        every stall step costing what a typical step would. Kept until the next step
+        (deciding and reading the state ask several times per step).
         """
+        cached = self._cache.get(capped)
+        if cached is not None and cached[0] == self.n:
+            return cached[1]
         ratio, steps = (self.w / self.cap, self.n) if capped else (self.w / self.c, self.n)
         spread = 0.0
         found: tuple[Level, int] | None
@@ -148,4 +155,6 @@ class RunningSums:
         sum_zz = (self.ww - 2.0 * r * self.w_cap + r**2 * self.cap_cap) / step_w**2
         sum_lag = (self.lag_ww - r * self.lag_wc + r**2 * self.lag_cc) / step_w**2
         ar = float(confseq.ar1_variance(self.n, sum_z, sum_zz, sum_lag))
-        return ratio, steps, max(spread, ar)
+        result = (ratio, steps, max(spread, ar))
+        self._cache[capped] = (self.n, result)
+        return result

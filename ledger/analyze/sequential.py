@@ -14,9 +14,12 @@ From then on every step adds its work and cost (ledger.analyze.effective) to run
 sums, and the effective throughput R̂ = Σ work / Σ cost gets an always-valid interval
 (ledger.analyze.confseq): its chance of ever missing the truth, at any of the steps
 it is looked at, is at most alpha. Against a reference r (a number: the baseline; or
-another run, whose own interval takes half of alpha):
+another run, whose own interval takes half of alpha), with the run's share of alpha
+split between the effective interval and one for the typical-step rate (every stall
+step costing what a typical step does):
 
-- `regression`: the interval lies below r and R̂ is more than the threshold below it;
+- `regression`: the effective interval, or the typical-step interval (stalls can only
+  add to the cost), lies below r, and R̂ is more than the threshold below it;
 - `improvement`: the interval lies above r and R̂ is more than the threshold above it;
 - `same`: the interval lies within ±threshold of r.
 
@@ -150,6 +153,7 @@ class SequentialMonitor:
         # steady
         self._sums = RunningSums()
         self._scale: tuple[float, float] | None = None
+        self._longest = 0.0  # seconds, on a basis in seconds
         self._typical = np.empty(1024)
         self._median_at = 0
         self._median: tuple[float, tuple[float, float] | None] | None = None
@@ -296,6 +300,7 @@ class SequentialMonitor:
     def _steady(self, step: int, throughput: float, work: float, cost: float) -> None:
         if self._scale is None:
             self._scale = (work, cost)
+        self._longest = max(self._longest, cost)
         w, c = work / self._scale[0], cost / self._scale[1]
         level = self._level * self._scale[1] / self._scale[0]
         stall = w / c < STALL_RATIO * level
@@ -400,6 +405,8 @@ class SequentialMonitor:
             typical = (s.w - s.stall_w) / (s.c - s.stall_c)
             cost_pct = 100.0 * max(s.stall_c - s.stall_w / typical, 0.0) / s.c
         remaining = self.remaining_steps() if steady else None
+        in_seconds = self._basis not in (None, BASIS_THROUGHPUT) and self._scale is not None
+        pace = s.c * self._scale[1] / s.n if in_seconds and self._scale and s.n else None
         state = MonitorState(
             phase="steady" if steady else "warmup",
             steps=self.rows,
@@ -420,6 +427,8 @@ class SequentialMonitor:
             stalls=s.stalls,
             stall_cost_pct=cost_pct,
             basis=self._basis or BASIS_THROUGHPUT,
+            seconds_per_step=pace,
+            longest_step_s=self._longest if pace is not None else None,
             threshold_pct=100.0 * self.threshold,
             alpha=self.alpha,
             summary="",

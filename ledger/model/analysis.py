@@ -287,6 +287,8 @@ class MonitorState(AnalysisRecord):
     stalls: int  # stall steps seen (each cost at least twice a typical step)
     stall_cost_pct: float  # share of the steady wall time they cost
     basis: str  # what a step's cost was taken from (ledger.analyze.effective)
+    seconds_per_step: float | None  # mean wall-clock cost of a steady step (None: no times)
+    longest_step_s: float | None  # the longest any steady step cost (None: no times)
     threshold_pct: float
     alpha: float
     summary: str  # one line in words
