@@ -71,7 +71,8 @@ MIN_STEADY = 20  # steady steps before `regression` may be said
 MIN_SAME = 100  # ... before `same` or `improvement`
 STALL_RATIO = 0.5  # a step slower than this × the level is a stall
 MEDIAN_GROWTH = 0.02  # the median shown is recomputed when the window grew this much
-# (and by 16 steps at least)
+# (and by 16 steps at least); so is the remaining-steps estimate:
+REMAINING_GROWTH = 0.015
 
 
 def reference_from_run(run: RunAnalysis, alpha: float = DEFAULT_ALPHA) -> Reference:
@@ -157,6 +158,7 @@ class SequentialMonitor:
         self._typical = np.empty(1024)
         self._median_at = 0
         self._median: tuple[float, tuple[float, float] | None] | None = None
+        self._remaining: tuple[int, int | None] = (0, None)
         self.decision: str | None = None
         self.decided_at_step: int | None = None
         self._decided_n = 0
@@ -356,9 +358,22 @@ class SequentialMonitor:
         return None
 
     def remaining_steps(self) -> int | None:
-        """About how many more steady steps a decision needs if the estimate stays put."""
+        """About how many more steady steps a decision needs if the estimate stays put.
+
+        Recomputed when the window has grown by REMAINING_GROWTH (at least 16 steps);
+        in between, the last estimate counts down.
+        """
         if self.decision is not None:
             return 0
+        n = self._sums.n
+        at, cached = self._remaining
+        if at > 0 and n - at < max(16.0, REMAINING_GROWTH * at):
+            return max(cached - (n - at), 1) if cached is not None else None
+        found = self._remaining_now()
+        self._remaining = (n, found)
+        return found
+
+    def _remaining_now(self) -> int | None:
         s = self._sums
         found = self._interval()
         if found is None or self._ref_low is None or self._ref_high is None:
@@ -375,6 +390,8 @@ class SequentialMonitor:
             need = 1.0 - 1.0 / (q * lo_f)
         else:
             need = min(1.0 - (1.0 - d) / (q * lo_f), (1.0 + d) / (q * hi_f) - 1.0)
+            if need <= 0.0:
+                return None  # the reference's own interval leaves no room at this estimate
         target = max(need, d / 4.0)
         _, steps, variance = s.estimate()
         total = confseq.steps_to(target, math.sqrt(variance), steps, self._alpha / 2.0)
