@@ -184,7 +184,7 @@ def main() -> None:
     print(f"   ({REUSE} watched runs share each reference run)")
     print(
         f"{'stalls':>8} {'noise':>5} {'phi':>4} {'false':>7} {'goal':>6} {'same':>6} "
-        f"{'undecided':>9}   (the rest: the reference alone too uncertain for ±2 %)"
+        f"{'undecided':>9}   (reference alone wider than ±2 %)"
     )
     for stall, noise, phi in itertools.product(STALLS, (0.04,), (0.5, 0.9)):
         seed = cell_seed(args.seed, stall[0], noise, phi, 9.0)
@@ -265,7 +265,9 @@ def _monitor_cost(n: int) -> tuple[float, int]:
         monitor.add(i, tokens=1.0, step_time_s=float(step_time[i]), wait_s=float(wait[i]))
         state = monitor.state()
     elapsed = (time.perf_counter() - started) / n
-    return elapsed, state.steady_steps if state.decision else 0
+    if state.decided_at_step is None or state.steady_from_step is None:
+        return elapsed, 0
+    return elapsed, state.decided_at_step - state.steady_from_step + 1  # one row a step
 
 
 def _analysis_cost(n: int) -> float:

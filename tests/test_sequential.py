@@ -26,6 +26,7 @@ from ledger.analyze.sequential import (
 from ledger.analyze.sequential_batch import watch_many
 from ledger.analyze.wording import short_value
 from ledger.demo import traces as syn
+from ledger.model.analysis import Reference
 
 
 def feed(
@@ -396,3 +397,16 @@ def test_the_pace_of_the_run_is_there_for_a_stall_timer() -> None:
     costs = t.step_time_s[steady] + t.wait_s[steady]
     assert state.seconds_per_step == pytest.approx(costs.mean())
     assert state.longest_step_s == pytest.approx(costs.max())
+
+
+def test_a_reference_run_that_leaves_no_room_at_the_estimate_is_said_so() -> None:
+    """1.2 % above a reference known within ±1.5 %: ±2 % can never be resolved."""
+    ref = Reference("run", 1000.0, "ref", low=985.0, high=1015.0)
+    monitor = SequentialMonitor(ref)
+    rng = np.random.default_rng(48)
+    for i in range(3000):
+        monitor.add(i, throughput=1012.0 * (1.0 + 0.002 * rng.normal()))
+    state = monitor.state()
+    assert state.decision is None and state.remaining_steps is None
+    assert state.pct_of_reference == pytest.approx(101.2, abs=0.1)
+    assert "undecided: cannot resolve ±2 % against ref" in state.summary
