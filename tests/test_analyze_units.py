@@ -23,8 +23,8 @@ from ledger.analyze import (
 )
 from ledger.analyze.robust import block_medians, integrated_time, long_run_sd, mad_sd
 from ledger.analyze.series import SOURCE_MIXED, SOURCE_STEP_RATE, SOURCE_TOKENS, build_trace
-from ledger.analyze.stats import MedianEstimate, difference, estimate_median
-from ledger.analyze.wording import comparison_sentence, p_text, short_value
+from ledger.analyze.stats import Estimate, difference, estimate_median
+from ledger.analyze.wording import ComparedStretch, comparison_sentence, p_text, short_value
 from ledger.errors import UsageError
 
 # -- series ----------------------------------------------------------------------------------
@@ -141,8 +141,8 @@ def test_constant_runs_are_certain() -> None:
 
 
 def test_difference_is_symmetric_in_ratio() -> None:
-    a = MedianEstimate(1000.0, 0.01, 20, 1.0)
-    b = MedianEstimate(1250.0, 0.01, 20, 1.0)
+    a = Estimate(1000.0, 0.01, 20, 1.0)
+    b = Estimate(1250.0, 0.01, 20, 1.0)
     forward, backward = difference(a, b), difference(b, a)
     assert forward.ratio == pytest.approx(1.25)
     assert backward.ratio == pytest.approx(0.8)
@@ -195,6 +195,36 @@ def test_wording() -> None:
     assert same == "b is no different from a: +0.4 % (CI -0.8 to 1.6 %, p = 0.41), within noise"
 
 
+def test_wording_of_regimes_stalls_and_the_typical_step() -> None:
+    fell = ComparedStretch(2400, -20.1)
+    rose = ComparedStretch(900, 10.0)
+    b_fell = comparison_sentence(
+        "a", "b", -19.8, (-21.0, -18.6), 1e-6, "regression", 2.0,
+        stretch_b=fell, whole_delta_pct=-9.6, median_delta_pct=-19.9,
+    )  # fmt: skip
+    assert b_fell == (
+        "b fell 20.1 % at step 2,400; since then it is 19.8 % slower than a "
+        "(CI -21.0 to -18.6 %, p < 0.001); whole steady window -9.6 %"
+    )
+    a_rose = comparison_sentence(
+        "a", "b", 0.3, (-1.0, 1.6), 0.6, "no-change", 2.0, stretch_a=rose, whole_delta_pct=5.0
+    )
+    assert a_rose.startswith("a rose 10.0 % at step 900; against a since then, b is no different")
+    both = comparison_sentence(
+        "a", "b", -5.0, (-6.0, -4.0), 1e-4, "regression", 2.0, stretch_a=rose, stretch_b=fell
+    )
+    assert both.startswith(
+        "a rose 10.0 % at step 900 and b fell 20.1 % at step 2,400; since then b"
+    )
+    stalls = comparison_sentence(
+        "a", "b", -15.0, (-16.0, -14.0), 1e-6, "regression", 2.0,
+        median_delta_pct=0.2, stall_cost_pct=(0.0, 15.1),
+    )  # fmt: skip
+    assert stalls.endswith(
+        "; recurring stalls cost b 15.1 % of its time, a 0.0 %; typical step +0.2 %"
+    )
+
+
 # -- a whole run -----------------------------------------------------------------------------
 
 
@@ -229,9 +259,16 @@ def test_report_json_has_the_documented_shape() -> None:
         "run", "steady_from_step", "n_steady", "median", "ci95", "cv",
         "vs_baseline_pct", "outliers", "change_points",
     }  # fmt: skip
+    run_keys |= {"effective", "effective_ci95", "effective_basis", "stalls", "regime"}
     assert run_keys <= set(data["runs"][0])
+    assert data["runs"][0]["effective_basis"] == "throughput"  # the harmonic mean
+    assert data["runs"][0]["regime"] is None
     assert "values" not in data["runs"][0]  # the arrays behind --plot stay out
-    assert set(data["comparisons"][0]) >= {"a", "b", "delta_pct", "ci95_pct", "p_value", "verdict"}
+    assert set(data["comparisons"][0]) >= {
+        "a", "b", "delta_pct", "ci95_pct", "p_value", "verdict", "effective_a", "effective_b",
+        "median_delta_pct", "median_ci95_pct", "whole_delta_pct", "regime_used",
+        "stall_cost_a_pct", "stall_cost_b_pct",
+    }  # fmt: skip
     assert data["comparisons"][0]["verdict"] == "improvement"
     assert data["runs"][1]["vs_baseline_pct"] == pytest.approx(100 * 1100 / 1150, abs=0.5)
     assert data["runs"][1]["recovered"] is False

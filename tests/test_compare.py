@@ -93,6 +93,30 @@ def test_several_ranks_report_the_slowest(lg) -> None:  # type: ignore[no-untype
     assert run.median == pytest.approx(9750.0, rel=0.01)  # the mean over ranks, per step
 
 
+def test_a_run_that_falls_part_way_is_a_regression_since_its_fall(lg) -> None:  # type: ignore[no-untyped-def]
+    add_run(lg, "steady", 14_000.0, 7)
+    add_run(lg, "falls", 14_000.0, 8, change_points=[(900, 0.8)])
+    (c,) = lg.compare(["steady", "falls"]).comparisons
+    assert c.verdict == "regression" and c.regime_used
+    assert abs(c.compared_from_b - 900) <= 30
+    assert c.delta_pct == pytest.approx(-20.0, abs=2.0)
+    assert re.match(r"falls fell \d+\.\d % at step 9\d\d; since then it is", c.summary)
+
+
+def test_recurring_stalls_in_the_step_times_are_a_regression(lg) -> None:  # type: ignore[no-untyped-def]
+    """A stall every 50 steps costing 15 % of the wall time; the median step is unchanged."""
+    plain = syn.timed(STEPS, noise=0.02, warmup=60, seed=9)
+    stalled = syn.timed(STEPS, noise=0.02, warmup=60, stall_every=50, stall_cost=0.15,
+                        stall_in="step", seed=10)  # fmt: skip
+    lg.add_steps("plain", plain.rows(wait=False), throughput_unit="tok/s")
+    lg.add_steps("checkpoints", stalled.rows(wait=False), throughput_unit="tok/s")
+    (c,) = lg.compare(["plain", "checkpoints"]).comparisons
+    assert c.verdict == "regression"
+    assert c.delta_pct == pytest.approx(-15.0, abs=2.0)
+    assert abs(c.median_delta_pct) < 1.0
+    assert c.stall_cost_b_pct == pytest.approx(15.0, abs=2.0)
+
+
 def test_baseline_from_a_run(runs) -> None:  # type: ignore[no-untyped-def]
     b = runs.set_baseline_from_run("eager_dynamiccopy")
     assert b.value == pytest.approx(14_100.0, rel=0.01)

@@ -1,8 +1,9 @@
 """The throughput-regression analyzer: steady state, robust statistics, verdicts.
 
 Pure numpy / scipy / ruptures on plain arrays; it knows nothing of SQL or the command
-line. The store reads step rows into `StepColumns` and calls `compare_runs`;
-docs/analysis.md describes the method for users.
+line. The store reads step rows into `StepColumns` and calls `compare_runs`; `watch`
+feeds steps to a `SequentialMonitor`. docs/analysis.md and docs/watch.md describe the
+methods for users.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ from ledger.analyze.run import (
     NotEnoughStepsError,
     analyze_run,
 )
+from ledger.analyze.sequential import SequentialMonitor, baseline_reference, reference_from_run
 from ledger.analyze.series import StepColumns
 from ledger.model.analysis import (
     Baseline,
     ChangePoint,
     CompareReport,
+    MonitorState,
     RankSpread,
+    Reference,
+    Regime,
     RunAnalysis,
     RunComparison,
+    Stalls,
 )
 
 __all__ = [
@@ -30,14 +36,21 @@ __all__ = [
     "Baseline",
     "ChangePoint",
     "CompareReport",
+    "MonitorState",
     "NotEnoughStepsError",
     "RankSpread",
+    "Reference",
+    "Regime",
     "RunAnalysis",
     "RunComparison",
+    "SequentialMonitor",
+    "Stalls",
     "StepColumns",
     "analyze_run",
+    "baseline_reference",
     "compare_pair",
     "compare_runs",
+    "reference_from_run",
     "resolution_status",
     "verdict",
 ]

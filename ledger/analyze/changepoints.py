@@ -66,8 +66,8 @@ def find_change_points(values: np.ndarray, threshold: float, alpha: float = ALPH
     within = long_run_sd(signal, cuts=cuts)
     if math.isfinite(within) and within > 0.0:
         sigma = within
-    cuts = _keep_significant(signal, cuts, sigma, threshold, alpha)
-    return _place(values, cuts, size)
+    kept = _keep_significant(signal, cuts, sigma, threshold, alpha)
+    return _place(values, kept, size)
 
 
 def _candidates(signal: np.ndarray, min_segment: int, sigma: float) -> list[int]:

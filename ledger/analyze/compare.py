@@ -1,11 +1,15 @@
 """Runs against runs and against the baseline: differences, intervals, p-values, verdicts.
 
-Later runs are each compared with the first. The difference is the ratio of steady
-medians minus one; its interval and p-value come from Welch's t-test on the logarithms
-of the medians with batch-median standard errors (ledger.analyze.stats), so that
+Later runs are each compared with the first. The verdict is judged on effective
+throughput (work per wall-clock second, recurring stalls included:
+ledger.analyze.effective) over the stretch each run ends in: its steady window, or the
+regime after its last change point when the window holds one. The difference is the
+ratio of those figures minus one; its interval and p-value come from Welch's t-test on
+their logarithms with batch standard errors (ledger.analyze.stats), so that
 autocorrelated steps are not counted as independent evidence. A change needs both
-significance (p < alpha, 0.01 by default) and a size of at least the practical
-threshold (2 % by default); anything else is no-change.
+significance (p < alpha, 0.01 by default) and a size of at least the practical threshold
+(2 % by default); anything else is no-change. The typical step (the median) and the
+whole-window figure are compared the same way and reported beside it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import numpy as np
 
 from ledger.analyze.run import DEFAULT_ALPHA, DEFAULT_THRESHOLD, analyze_run
 from ledger.analyze.series import StepColumns
-from ledger.analyze.stats import MedianEstimate, difference
-from ledger.analyze.wording import comparison_sentence
+from ledger.analyze.stats import Difference, Estimate, difference
+from ledger.analyze.wording import ComparedStretch, comparison_sentence
 from ledger.errors import UsageError
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis, RunComparison
 
@@ -47,34 +51,99 @@ def compare_pair(
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
 ) -> RunComparison:
-    """Run b against run a."""
+    """Run b against run a (see the module's docstring)."""
     with np.errstate(all="ignore"):
-        diff = difference(_estimate(a), _estimate(b))
-    delta = diff.ratio - 1.0
-    p = diff.p_value if math.isfinite(diff.p_value) else None
-    ci = (
-        (100.0 * (diff.low - 1.0), 100.0 * (diff.high - 1.0))
-        if math.isfinite(diff.low) and math.isfinite(diff.high)
-        else None
-    )
+        judged = _difference(_effective(a, True), _effective(b, True))
+        whole = _difference(_effective(a, False), _effective(b, False))
+        typical = _difference(_median(a), _median(b))
+    delta = judged.ratio - 1.0
+    p = _p(judged)
+    ci = _ci_pct(judged)
     outcome = verdict(delta, p, threshold, alpha)
+    stall_a, stall_b = _stall_cost(a), _stall_cost(b)
+    regime_used = a.regime is not None or b.regime is not None
+    sentence = comparison_sentence(
+        a.run,
+        b.run,
+        100.0 * delta,
+        ci,
+        p,
+        outcome,
+        100.0 * threshold,
+        stretch_a=_stretch(a),
+        stretch_b=_stretch(b),
+        whole_delta_pct=100.0 * (whole.ratio - 1.0) if regime_used else None,
+        median_delta_pct=100.0 * (typical.ratio - 1.0),
+        stall_cost_pct=(stall_a, stall_b),
+    )
     return RunComparison(
         a=a.run,
         b=b.run,
-        median_a=a.median,
-        median_b=b.median,
+        median_a=_median(a).value,
+        median_b=_median(b).value,
         delta_pct=100.0 * delta,
         ci95_pct=ci,
         p_value=p,
         verdict=outcome,
         threshold_pct=100.0 * threshold,
         alpha=alpha,
-        summary=comparison_sentence(a.run, b.run, 100.0 * delta, ci, p, outcome, 100.0 * threshold),
+        summary=sentence,
+        effective_a=a.judged_effective,
+        effective_b=b.judged_effective,
+        median_delta_pct=100.0 * (typical.ratio - 1.0),
+        median_ci95_pct=_ci_pct(typical),
+        median_p_value=_p(typical),
+        whole_delta_pct=100.0 * (whole.ratio - 1.0),
+        whole_ci95_pct=_ci_pct(whole),
+        compared_from_a=a.regime.from_step if a.regime is not None else a.steady_from_step,
+        compared_from_b=b.regime.from_step if b.regime is not None else b.steady_from_step,
+        regime_used=regime_used,
+        stall_cost_a_pct=stall_a,
+        stall_cost_b_pct=stall_b,
     )
 
 
-def _estimate(run: RunAnalysis) -> MedianEstimate:
-    return MedianEstimate(run.median, run.se_log, run.batches, run.tau_steps)
+def _difference(a: Estimate, b: Estimate) -> Difference:
+    if not (a.value > 0 and b.value > 0):  # NaN or zero: nothing to compare
+        return Difference(math.nan, math.nan, math.nan, math.nan, math.nan)
+    return difference(a, b)
+
+
+def _p(diff: Difference) -> float | None:
+    return diff.p_value if math.isfinite(diff.p_value) else None
+
+
+def _ci_pct(diff: Difference) -> tuple[float, float] | None:
+    if math.isfinite(diff.low) and math.isfinite(diff.high):
+        return (100.0 * (diff.low - 1.0), 100.0 * (diff.high - 1.0))
+    return None
+
+
+def _effective(run: RunAnalysis, judged: bool) -> Estimate:
+    """The effective estimate of the stretch compared (judged) or of the whole window."""
+    if judged and run.regime is not None:
+        r = run.regime
+        return Estimate(r.effective, r.effective_se_log, r.effective_batches, run.tau_steps)
+    return Estimate(run.effective, run.effective_se_log, run.effective_batches, run.tau_steps)
+
+
+def _median(run: RunAnalysis) -> Estimate:
+    if run.regime is not None:
+        r = run.regime
+        return Estimate(r.median, r.median_se_log, r.median_batches, run.tau_steps)
+    return Estimate(run.median, run.se_log, run.batches, run.tau_steps)
+
+
+def _stall_cost(run: RunAnalysis) -> float:
+    if run.regime is not None:
+        return run.regime.stall_cost_pct
+    return run.stalls.cost_pct if run.stalls is not None else 0.0
+
+
+def _stretch(run: RunAnalysis) -> ComparedStretch | None:
+    if run.regime is None:
+        return None
+    return ComparedStretch(run.regime.from_step, run.regime.shift_pct)
 
 
 def compare_runs(

@@ -49,7 +49,7 @@ def block_medians(values: np.ndarray, size: int) -> np.ndarray:
     table = padded.reshape(count, size)
     missing = np.isnan(table)
     if not missing.any():
-        return np.median(table, axis=1)
+        return np.asarray(np.median(table, axis=1))
     # np.nanmedian loops over rows in Python; sorting puts NaN last in every row, so the
     # median is the middle of each row's first `valid` entries
     table = np.sort(table, axis=1)
@@ -67,7 +67,7 @@ def fill_gaps(values: np.ndarray) -> np.ndarray:
     if finite.all() or not finite.any():
         return values
     index = np.arange(len(values))
-    return np.interp(index, index[finite], values[finite])
+    return np.asarray(np.interp(index, index[finite], values[finite]))
 
 
 def sliding_median(values: np.ndarray, width: int) -> np.ndarray:
@@ -75,7 +75,7 @@ def sliding_median(values: np.ndarray, width: int) -> np.ndarray:
     if width > len(values):
         return np.empty(0)
     windows = np.lib.stride_tricks.sliding_window_view(values, width)
-    return np.median(windows, axis=1)
+    return np.asarray(np.median(windows, axis=1))
 
 
 def integrated_time(values: np.ndarray) -> float:

@@ -1,4 +1,9 @@
-"""One run from step rows to its steady-state analysis (ledger.model.analysis.RunAnalysis)."""
+"""One run from step rows to its steady-state analysis (ledger.model.analysis.RunAnalysis).
+
+The typical step (the median, outliers out) and the effective throughput (work over
+wall-clock cost, recurring stalls in: ledger.analyze.effective) over the steady window,
+and both again over the regime the run ends in when the window holds a change point.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,19 @@ import math
 
 import numpy as np
 
-from ledger.analyze.changepoints import find_change_points
-from ledger.analyze.series import RankValues, StepColumns, build_trace
-from ledger.analyze.stats import estimate_median, percentiles, summarize
+from ledger.analyze.changepoints import Shift, find_change_points
+from ledger.analyze.effective import estimate_effective, find_stalls, step_costs
+from ledger.analyze.series import RankValues, StepColumns, Trace, build_trace
+from ledger.analyze.stats import Estimate, estimate_median, percentiles, summarize
 from ledger.analyze.steady import find_outliers, find_steady_start
 from ledger.errors import LedgerError
 from ledger.model.analysis import (
     ChangePoint,
     RankMedian,
     RankSpread,
+    Regime,
     RunAnalysis,
+    Stalls,
     StepTimes,
 )
 
@@ -92,10 +100,12 @@ def _analyze(
     ]
     steady_from = int(trace.steps[start])
     ranks = rank_spread(trace.ranks, steady_from) if trace.ranks is not None else None
+    effective, basis, stalls, regime = _effective(trace, start, mask, shifts, change_points)
     vs_baseline = recovered = None
-    if baseline is not None and baseline > 0:
-        vs_baseline = 100.0 * estimate.median / baseline
-        recovered = bool(estimate.median >= baseline * (1.0 - threshold))
+    judged = regime.effective if regime is not None else effective.value
+    if baseline is not None and baseline > 0 and math.isfinite(judged):
+        vs_baseline = 100.0 * judged / baseline
+        recovered = bool(judged >= baseline * (1.0 - threshold))
     ci = estimate.interval()
     outlier_index = np.flatnonzero(mask)[:OUTLIER_STEPS_SHOWN]
     return RunAnalysis(
@@ -108,7 +118,7 @@ def _analyze(
         steady_from_step=steady_from,
         settled=steady.settled,
         n_steady=len(window),
-        median=estimate.median,
+        median=estimate.value,
         ci95=ci,
         mean=summary.mean,
         p10=summary.p10,
@@ -123,11 +133,71 @@ def _analyze(
         ranks=ranks,
         vs_baseline_pct=vs_baseline,
         recovered=recovered,
+        effective=effective.value,
+        effective_ci95=effective.interval(),
+        effective_basis=basis,
+        stalls=stalls,
+        regime=regime,
         se_log=estimate.se_log,
+        effective_se_log=effective.se_log,
+        effective_batches=effective.batches,
         steps=trace.steps,
         values=values,
         outlier_mask=outliers.mask,
     )
+
+
+def _effective(
+    trace: Trace,
+    start: int,
+    outlier_mask: np.ndarray,  # of the steady window
+    shifts: list[Shift],
+    change_points: list[ChangePoint],
+) -> tuple[Estimate, str, Stalls, Regime | None]:
+    """The effective figure of the steady window, its basis, its stalls, the final regime."""
+    costs = step_costs(trace, start)
+    work, cost = costs.work[start:], costs.cost[start:]
+    split = find_stalls(work, cost)
+    # a one-off stall is left out; recurring stalls count, and batches end after them
+    counted_work = np.where(split.keep, work, np.nan)
+    counted = split.mask if split.counted else None
+    whole = estimate_effective(counted_work, cost, counted)
+    steady_steps = trace.steps[start:]
+    lost = split.lost(work, cost)
+    seconds = costs.in_seconds and split.count > 0
+    stalls = Stalls(
+        recurring=split.count if split.counted else 0,
+        one_off=0 if split.counted else split.count,
+        steps=[int(s) for s in steady_steps[split.mask][:OUTLIER_STEPS_SHOWN]],
+        cost_pct=split.cost_pct(work, cost),
+        seconds=lost if seconds and split.counted else None,
+        one_off_seconds=lost if seconds and not split.counted else None,
+    )
+    if not shifts:
+        return whole, costs.basis, stalls, None
+    at = shifts[-1].index
+    tail = slice(at, None)
+    values = trace.values[start:][tail]
+    clean = values[~outlier_mask[tail]]
+    median = estimate_median(clean if len(clean) else values)
+    part = estimate_effective(
+        counted_work[tail], cost[tail], counted[tail] if counted is not None else None
+    )
+    regime = Regime(
+        from_step=int(steady_steps[at]),
+        n_steps=len(values),
+        shift_pct=change_points[-1].shift_pct,
+        median=median.value,
+        ci95=median.interval(),
+        effective=part.value,
+        effective_ci95=part.interval(),
+        stall_cost_pct=split.cost_pct(work, cost, tail),
+        median_se_log=median.se_log,
+        median_batches=median.batches,
+        effective_se_log=part.se_log,
+        effective_batches=part.batches,
+    )
+    return whole, costs.basis, stalls, regime
 
 
 def rank_spread(ranks: RankValues, steady_from: int) -> RankSpread | None:

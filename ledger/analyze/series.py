@@ -4,15 +4,21 @@ A step's throughput is the `throughput` column where it was recorded; where it w
 tokens / step_time_s; a run that has neither falls back to steps per second
 (1 / step_time_s). With several ranks, a step's throughput is the mean over the ranks
 that reported it (so it stays comparable when some ranks log fewer steps), and its step
-time the slowest rank's (synchronous training waits for that one). Values that are not
-finite and positive, or a million times off the run's median, are dropped (`dropped`).
+time the slowest rank's (synchronous training waits for that one); so are its wait and
+wall time, while its tokens are the mean over ranks (per-rank work, like the throughput).
+Values that are not finite and positive, or a million times off the run's median, are
+dropped (`dropped`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SOURCE_THROUGHPUT = "throughput"
 SOURCE_TOKENS = "tokens/step_time"
@@ -30,15 +36,17 @@ class StepColumns:
     throughput: np.ndarray | None = None
     tokens: np.ndarray | None = None
     step_time_s: np.ndarray | None = None
+    wall_time: np.ndarray | None = None  # seconds (epoch) at the end of the step
+    wait_s: np.ndarray | None = None  # from the end of this step to the start of the next
 
     @classmethod
-    def from_frame(cls, frame: object) -> StepColumns:
+    def from_frame(cls, frame: pd.DataFrame) -> StepColumns:
         """Build from a DataFrame with a `step` column and any of the others."""
 
         def column(name: str, dtype: str) -> np.ndarray | None:
-            if name not in frame.columns:  # type: ignore[attr-defined]
+            if name not in frame.columns:
                 return None
-            return frame[name].to_numpy(dtype=dtype)  # type: ignore[index]
+            return np.asarray(frame[name].to_numpy(dtype=dtype))
 
         step = column("step", "int64")
         if step is None:
@@ -49,6 +57,8 @@ class StepColumns:
             throughput=column("throughput", "float64"),
             tokens=column("tokens", "float64"),
             step_time_s=column("step_time_s", "float64"),
+            wall_time=column("wall_time", "float64"),
+            wait_s=column("wait_s", "float64"),
         )
 
     def __len__(self) -> int:
@@ -74,6 +84,9 @@ class Trace:
     source: str
     ranks: RankValues | None  # set when the run has more than one rank
     dropped: int  # steps without a usable throughput
+    tokens: np.ndarray | None = None  # per step (mean over ranks), NaN where unknown
+    wall_time: np.ndarray | None = None  # per step (latest rank), NaN where unknown
+    wait_s: np.ndarray | None = None  # per step (longest rank), NaN where unknown
 
     def __len__(self) -> int:
         return len(self.values)
@@ -81,7 +94,7 @@ class Trace:
 
 def _usable(values: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
-        return np.isfinite(values) & (values > 0)
+        return np.asarray(np.isfinite(values) & (values > 0))
 
 
 def row_throughput(columns: StepColumns) -> tuple[np.ndarray, str]:
@@ -113,38 +126,45 @@ def row_throughput(columns: StepColumns) -> tuple[np.ndarray, str]:
     return values, source
 
 
+def _floats(values: np.ndarray | None) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
 def build_trace(columns: StepColumns) -> Trace:
     """Reduce step rows to one throughput per step (mean over ranks), in step order."""
     values, source = row_throughput(columns)
     step = np.asarray(columns.step, dtype=np.int64)
-    step_time = (
-        np.asarray(columns.step_time_s, dtype=np.float64)
-        if columns.step_time_s is not None
-        else None
-    )
+    extra = {
+        "step_time_s": _floats(columns.step_time_s),
+        "tokens": _floats(columns.tokens),
+        "wall_time": _floats(columns.wall_time),
+        "wait_s": _floats(columns.wait_s),
+    }
     rank = columns.rank
     several = rank is not None and len(rank) > 0 and rank.min() != rank.max()
+    per_step_extra: dict[str, np.ndarray | None]
     if not several:
         if len(step) > 1 and np.any(np.diff(step) < 0):
             order = np.argsort(step, kind="stable")
             step, values = step[order], values[order]
-            step_time = step_time[order] if step_time is not None else None
-        uniq, per_step, per_step_time = step, values, step_time
+            extra = {k: v[order] if v is not None else None for k, v in extra.items()}
+        uniq, per_step, per_step_extra = step, values, extra
         ranks = None
     else:
         assert rank is not None
         uniq, inverse = np.unique(step, return_inverse=True)
-        finite = np.isfinite(values)
-        counts = np.bincount(inverse, weights=finite.astype(np.float64), minlength=len(uniq))
-        sums = np.bincount(inverse, weights=np.where(finite, values, 0.0), minlength=len(uniq))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_step = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-        per_step_time = None
-        if step_time is not None:
-            order = np.argsort(inverse, kind="stable")
-            starts = np.searchsorted(inverse[order], np.arange(len(uniq)))
-            # fmax ignores NaN: the slowest rank that reported a step time
-            per_step_time = np.fmax.reduceat(step_time[order], starts)
+        per_step = _mean_by(inverse, values, len(uniq))
+        order = np.argsort(inverse, kind="stable")
+        starts = np.searchsorted(inverse[order], np.arange(len(uniq)))
+        per_step_extra = {}
+        for name, column in extra.items():
+            if column is None:
+                per_step_extra[name] = None
+            elif name == "tokens":
+                per_step_extra[name] = _mean_by(inverse, column, len(uniq))
+            else:
+                # fmax ignores NaN: the slowest (or latest) rank that reported a value
+                per_step_extra[name] = np.fmax.reduceat(column[order], starts)
         ranks = RankValues(rank=np.asarray(rank, dtype=np.int64), step=step, value=values)
     keep = _usable(per_step)
     if keep.any():
@@ -152,11 +172,28 @@ def build_trace(columns: StepColumns) -> Trace:
         # a slow step; leaving it in would only overflow the arithmetic
         middle = float(np.median(per_step[keep]))
         keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
+
+    def kept(name: str) -> np.ndarray | None:
+        column = per_step_extra[name]
+        return column[keep] if column is not None else None
+
     return Trace(
         steps=uniq[keep],
         values=per_step[keep],
-        step_time_s=per_step_time[keep] if per_step_time is not None else None,
+        step_time_s=kept("step_time_s"),
         source=source,
         ranks=ranks,
         dropped=int((~keep).sum()),
+        tokens=kept("tokens"),
+        wall_time=kept("wall_time"),
+        wait_s=kept("wait_s"),
     )
+
+
+def _mean_by(inverse: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """Mean of the finite values per group (NaN for a group without one)."""
+    finite = np.isfinite(values)
+    counts = np.bincount(inverse, weights=finite.astype(np.float64), minlength=count)
+    sums = np.bincount(inverse, weights=np.where(finite, values, 0.0), minlength=count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

@@ -1,5 +1,8 @@
 """Statistics of a steady window that respect autocorrelation: batch medians.
 
+(The effective throughput's interval, a ratio over the same kind of batches, is in
+ledger.analyze.effective.)
+
 Adjacent steps are not independent (a slow data-loader stretch lasts many steps), so
 the usual standard error, which treats n steps as n independent draws, is far too
 small. The steady window is cut into K consecutive batches, each at least six times as
@@ -32,10 +35,11 @@ def _exp(x: float) -> float:
 
 
 @dataclass(frozen=True)
-class MedianEstimate:
-    """A median with the standard error of its logarithm, from `batches` batch medians."""
+class Estimate:
+    """A positive figure (a median, an effective throughput) with the standard error of
+    its logarithm, from `batches` batches."""
 
-    median: float
+    value: float
     se_log: float  # NaN when there are fewer than two batches
     batches: int
     tau: float  # integrated autocorrelation time, in steps
@@ -44,7 +48,7 @@ class MedianEstimate:
         if not math.isfinite(self.se_log) or self.batches < 2:
             return None
         t = float(special.stdtrit(self.batches - 1, 0.5 + level / 2.0))
-        return (self.median * _exp(-t * self.se_log), self.median * _exp(t * self.se_log))
+        return (self.value * _exp(-t * self.se_log), self.value * _exp(t * self.se_log))
 
 
 def batch_count(n: int, tau: float) -> int:
@@ -63,16 +67,16 @@ def batch_count(n: int, tau: float) -> int:
     return count
 
 
-def estimate_median(values: np.ndarray) -> MedianEstimate:
+def estimate_median(values: np.ndarray) -> Estimate:
     """The median of `values` (finite, positive) with its batch-median standard error."""
     n = len(values)
     if n == 0:
-        return MedianEstimate(math.nan, math.nan, 0, math.nan)
+        return Estimate(math.nan, math.nan, 0, math.nan)
     median = float(np.median(values))
     tau = integrated_time(values)
     k = batch_count(n, tau)
     if k < 2:
-        return MedianEstimate(median, math.nan, k, tau)
+        return Estimate(median, math.nan, k, tau)
     batches = np.array_split(values, k)
     logs = np.log([np.median(batch) for batch in batches])
     se = float(np.std(logs, ddof=1) / math.sqrt(k))
@@ -80,27 +84,27 @@ def estimate_median(values: np.ndarray) -> MedianEstimate:
     # standard error of zero; the batch means still vary, so their spread is a floor.
     means = np.array([batch.mean() for batch in batches])
     se_means = float(np.std(means, ddof=1) / (abs(float(means.mean())) * math.sqrt(k)))
-    return MedianEstimate(median, max(se, se_means), k, tau)
+    return Estimate(median, max(se, se_means), k, tau)
 
 
 @dataclass(frozen=True)
 class Difference:
-    """B relative to A: ratio of medians − 1, its interval and two-sided p-value."""
+    """B relative to A: the ratio of their figures, its interval and two-sided p-value."""
 
-    ratio: float  # median_b / median_a
+    ratio: float  # b.value / a.value
     low: float  # interval on the ratio
     high: float
     p_value: float
     df: float
 
 
-def difference(a: MedianEstimate, b: MedianEstimate, level: float = 0.95) -> Difference:
-    """Welch's t-test on log medians with batch-median standard errors.
+def difference(a: Estimate, b: Estimate, level: float = 0.95) -> Difference:
+    """Welch's t-test on the logarithms of two figures with their batch standard errors.
 
     With a zero standard error on both sides (perfectly constant runs) any difference is
     certain (p = 0) and none is p = 1.
     """
-    d = math.log(b.median) - math.log(a.median)
+    d = math.log(b.value) - math.log(a.value)
     if a.batches < 2 or b.batches < 2:
         return Difference(_exp(d), math.nan, math.nan, math.nan, math.nan)
     va, vb = a.se_log**2, b.se_log**2

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledger.model.terms import Verdict
+
+if TYPE_CHECKING:
+    from ledger.model.analysis import MonitorState
 
 
 def short_value(value: float | None) -> str:
@@ -39,6 +46,18 @@ def interval_text(ci: tuple[float, float] | None) -> str:
     return f"CI {ci[0]:.1f}–{ci[1]:.1f} %"
 
 
+@dataclass(frozen=True)
+class ComparedStretch:
+    """A run compared from its last change point on: where, and how far it moved."""
+
+    from_step: int
+    shift_pct: float
+
+    def words(self, run: str) -> str:
+        verb = "rose" if self.shift_pct > 0 else "fell"
+        return f"{run} {verb} {abs(self.shift_pct):.1f} % at step {self.from_step:,}"
+
+
 def comparison_sentence(
     a: str,
     b: str,
@@ -47,20 +66,65 @@ def comparison_sentence(
     p_value: float | None,
     verdict: str,
     threshold_pct: float,
+    *,
+    stretch_a: ComparedStretch | None = None,
+    stretch_b: ComparedStretch | None = None,
+    whole_delta_pct: float | None = None,
+    median_delta_pct: float | None = None,
+    stall_cost_pct: tuple[float, float] = (0.0, 0.0),
 ) -> str:
-    """'b is 31.2 % faster than a (CI 29.8–32.5 %, p < 0.001)' and its no-change forms."""
+    """'b is 31.2 % faster than a (CI 29.8–32.5 %, p < 0.001)' and its no-change forms.
+
+    With a regime ('b fell 20.0 % at step 2,400; since then it is 19.8 % slower than a
+    …; whole steady window −9.9 %'), and the typical step and stall costs beside it when
+    they tell a different story than the effective figure.
+    """
+    lead = ""
+    subject = b
+    if stretch_a is not None and stretch_b is not None:
+        lead = f"{stretch_a.words(a)} and {stretch_b.words(b)}; since then "
+    elif stretch_b is not None:
+        lead, subject = f"{stretch_b.words(b)}; since then ", "it"
+    elif stretch_a is not None:
+        lead = f"{stretch_a.words(a)}; against {a} since then, "
+    parts = [lead + _core(a, subject, delta_pct, ci95_pct, p_value, verdict, threshold_pct)]
+    if whole_delta_pct is not None and math.isfinite(whole_delta_pct):
+        parts.append(f"whole steady window {pct(whole_delta_pct, signed=True)}")
+    cost_a, cost_b = stall_cost_pct
+    notable = threshold_pct / 2.0
+    if max(cost_a, cost_b) >= notable:
+        parts.append(f"recurring stalls cost {b} {pct(cost_b)} of its time, {a} {pct(cost_a)}")
+    typical = median_delta_pct is not None and math.isfinite(median_delta_pct)
+    if typical and abs(median_delta_pct - delta_pct) >= notable:  # type: ignore[operator]
+        parts.append(f"typical step {pct(median_delta_pct, signed=True)}")
+    return "; ".join(parts)
+
+
+def _core(
+    a: str,
+    subject: str,
+    delta_pct: float,
+    ci95_pct: tuple[float, float] | None,
+    p_value: float | None,
+    verdict: str,
+    threshold_pct: float,
+) -> str:
     evidence = f"({interval_text(ci95_pct)}, {p_text(p_value)})"
+    verb = "is"
     if verdict == "improvement":
-        return f"{b} is {abs(delta_pct):.1f} % faster than {a} {evidence}"
+        return f"{subject} {verb} {abs(delta_pct):.1f} % faster than {a} {evidence}"
     if verdict == "regression":
-        return f"{b} is {abs(delta_pct):.1f} % slower than {a} {evidence}"
+        return f"{subject} {verb} {abs(delta_pct):.1f} % slower than {a} {evidence}"
     if abs(delta_pct) >= threshold_pct:
         reason = "not significant"
     elif p_value is not None and math.isfinite(p_value) and p_value < 0.05:
         reason = f"below the {threshold_pct:g} % threshold"
     else:
         reason = "within noise"
-    return f"{b} is no different from {a}: {pct(delta_pct, signed=True)} {evidence}, {reason}"
+    return (
+        f"{subject} {verb} no different from {a}: {pct(delta_pct, signed=True)} {evidence}, "
+        f"{reason}"
+    )
 
 
 def baseline_sentence(
@@ -71,3 +135,43 @@ def baseline_sentence(
         return ""
     state = {True: "recovered", False: "not recovered", None: "not comparable"}[recovered]
     return f"at {vs_baseline_pct:.1f} % of the {short_value(value)} baseline ({state})"
+
+
+def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
+    """The state in one line ('steady 340 steps: effective 13.9K …; undecided: …')."""
+    ref = state.reference
+    against = f"the {short_value(ref.value)} baseline" if ref.kind == "baseline" else f"{ref.run}"
+    if state.phase == "warmup":
+        return f"warm-up: {state.steps:,} steps, not steady yet"
+    ci = state.pct_ci
+    delta_ci = (ci[0] - 100.0, ci[1] - 100.0) if ci is not None else None
+    interval = (
+        f"CI {pct(delta_ci[0], signed=True)} to {pct(delta_ci[1], signed=True)}"
+        if delta_ci is not None
+        else "CI n/a"
+    )
+    delta = (state.pct_of_reference or math.nan) - 100.0
+    threshold = f"±{state.threshold_pct:g} %"
+    if state.decision == Verdict.REGRESSION.value:
+        return (
+            f"regression: {abs(delta):.1f} % slower than {against} ({interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    if state.decision == Verdict.IMPROVEMENT.value:
+        return (
+            f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    if state.decision == Verdict.SAME.value:
+        return (
+            f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) "
+            f"after {decided_n:,} steady steps"
+        )
+    figures = f"effective {short_value(state.effective)}"
+    if state.pct_of_reference is not None:
+        figures += f", {state.pct_of_reference:.1f} % of {against} ({interval})"
+    if state.remaining_steps is None:
+        wait = f"undecided: cannot resolve {threshold} against {against}"
+    else:
+        wait = f"undecided: about {state.remaining_steps:,} more steps to resolve {threshold}"
+    return f"steady {state.steady_steps:,} steps: {figures}; {wait}"

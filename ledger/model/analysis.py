@@ -85,8 +85,50 @@ class Baseline(AnalysisRecord):
 
 
 @dataclasses.dataclass(frozen=True)
+class Stalls(AnalysisRecord):
+    """Steps of the steady window that cost far more wall time than a typical step."""
+
+    recurring: int  # stalls counted in the effective figure (there were two or more)
+    one_off: int  # 1 when there was a single stall: left out of the effective figure
+    steps: list[int]  # the first few stall steps
+    cost_pct: float  # share of the steady window's wall time the recurring stalls cost
+    seconds: float | None  # what the recurring stalls cost (None: no times recorded)
+    one_off_seconds: float | None  # what the one-off stall cost (None: none, or no times)
+
+
+@dataclasses.dataclass(frozen=True)
+class Regime(AnalysisRecord):
+    """The stretch a run ends in, from its last change point on: what its verdict uses."""
+
+    from_step: int
+    n_steps: int
+    shift_pct: float  # the move of the last change point
+    median: float
+    ci95: tuple[float, float] | None
+    effective: float
+    effective_ci95: tuple[float, float] | None
+    stall_cost_pct: float
+    median_se_log: float = dataclasses.field(
+        default=math.nan, repr=False, compare=False, metadata=INTERNAL
+    )
+    median_batches: int = dataclasses.field(default=0, repr=False, compare=False, metadata=INTERNAL)
+    effective_se_log: float = dataclasses.field(
+        default=math.nan, repr=False, compare=False, metadata=INTERNAL
+    )
+    effective_batches: int = dataclasses.field(
+        default=0, repr=False, compare=False, metadata=INTERNAL
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class RunAnalysis(AnalysisRecord):
-    """One run's steady state, statistics, outliers, change points and rank spread."""
+    """One run's steady state, statistics, outliers, change points and rank spread.
+
+    `median` is the typical step over the steady window; `effective` what the window
+    delivered per wall-clock second, recurring stalls included (docs/analysis.md). When
+    the window holds a change point, `regime` has both figures for the stretch the run
+    ends in, and the verdicts use it.
+    """
 
     run: str
     unit: str | None
@@ -110,10 +152,21 @@ class RunAnalysis(AnalysisRecord):
     outlier_steps: list[int]  # the first few
     change_points: list[ChangePoint]
     ranks: RankSpread | None
-    vs_baseline_pct: float | None
-    recovered: bool | None  # median within the threshold of the baseline, or above it
+    vs_baseline_pct: float | None  # the judged effective figure / baseline × 100
+    recovered: bool | None  # that figure within the threshold of the baseline, or above it
+    effective: float = math.nan  # Σ work / Σ wall-clock cost over the steady window
+    effective_ci95: tuple[float, float] | None = None
+    effective_basis: str = "throughput"  # what a step's cost was taken from
+    stalls: Stalls | None = None
+    regime: Regime | None = None  # the stretch after the last change point, if any
     se_log: float = dataclasses.field(
         default=math.nan, repr=False, compare=False, metadata=INTERNAL
+    )
+    effective_se_log: float = dataclasses.field(
+        default=math.nan, repr=False, compare=False, metadata=INTERNAL
+    )
+    effective_batches: int = dataclasses.field(
+        default=0, repr=False, compare=False, metadata=INTERNAL
     )
     steps: Any = dataclasses.field(
         default=None, repr=False, compare=False, metadata=INTERNAL
@@ -123,22 +176,50 @@ class RunAnalysis(AnalysisRecord):
         default=None, repr=False, compare=False, metadata=INTERNAL
     )
 
+    @property
+    def judged_effective(self) -> float:
+        """The effective figure verdicts use: the final regime's, else the window's."""
+        return self.regime.effective if self.regime is not None else self.effective
+
+    @property
+    def judged_effective_ci95(self) -> tuple[float, float] | None:
+        return self.regime.effective_ci95 if self.regime is not None else self.effective_ci95
+
 
 @dataclasses.dataclass(frozen=True)
 class RunComparison(AnalysisRecord):
-    """Run b against run a: difference of steady medians, its interval, p-value, verdict."""
+    """Run b against run a, judged on effective throughput over the stretches compared.
+
+    The stretch of a run is its steady window, or the regime it ends in when the window
+    holds a change point (`compared_from_a/b`). `delta_pct`, `ci95_pct` and `p_value`
+    are the effective figures' difference, the evidence of `verdict`; the `median_*`
+    fields give the typical step's beside it, and `whole_*` the effective difference over
+    the whole steady windows.
+    """
 
     a: str
     b: str
-    median_a: float
+    median_a: float  # typical step over the stretch compared
     median_b: float
-    delta_pct: float  # (median_b / median_a − 1) × 100
+    delta_pct: float  # (effective_b / effective_a − 1) × 100
     ci95_pct: tuple[float, float] | None
     p_value: float | None
     verdict: str  # regression | improvement | no-change
     threshold_pct: float
     alpha: float
     summary: str  # the verdict in words
+    effective_a: float = math.nan
+    effective_b: float = math.nan
+    median_delta_pct: float = math.nan  # (median_b / median_a − 1) × 100
+    median_ci95_pct: tuple[float, float] | None = None
+    median_p_value: float | None = None
+    whole_delta_pct: float = math.nan  # effective, whole steady windows
+    whole_ci95_pct: tuple[float, float] | None = None
+    compared_from_a: int | None = None  # first step of the stretch compared
+    compared_from_b: int | None = None
+    regime_used: bool = False  # a change point made either stretch shorter than its window
+    stall_cost_a_pct: float = 0.0  # share of the stretch's wall time recurring stalls cost
+    stall_cost_b_pct: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,3 +246,49 @@ class CompareReport(AnalysisRecord):
 
     def run(self, name: str) -> RunAnalysis:
         return next(r for r in self.runs if r.run == name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference(AnalysisRecord):
+    """What a watched run is judged against: a number (the baseline) or another run."""
+
+    kind: str  # "baseline" | "run"
+    value: float  # effective throughput of the reference
+    run: str | None = None
+    low: float | None = None  # a run's interval (level 1 − alpha/2); None for a number
+    high: float | None = None
+    stall_every: float | None = None  # steps between a run's recurring stalls
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitorState(AnalysisRecord):
+    """Where a watched run stands after the steps fed so far (ledger.analyze.sequential).
+
+    `effective_ci` and `pct_ci` are always-valid intervals (they may be looked at after
+    every step); `median_ci95` is an ordinary 95 % interval, for reading only.
+    """
+
+    phase: str  # "warmup" | "steady"
+    steps: int  # rows received
+    last_step: int | None
+    steady_from_step: int | None
+    steady_steps: int
+    settled: bool  # False: warm-up never ended within the cap; steady was declared anyway
+    effective: float | None  # tokens per wall-clock second over the steady steps
+    effective_ci: tuple[float, float] | None
+    median: float | None  # typical step's throughput over the steady steps
+    median_ci95: tuple[float, float] | None
+    reference: Reference
+    pct_of_reference: float | None  # effective / reference × 100
+    pct_ci: tuple[float, float] | None
+    decision: str | None  # "regression" | "same" | "improvement", None while undecided
+    decided_at_step: int | None
+    remaining_steps: int | None  # about how many more steady steps a decision needs
+    stalls: int  # stall steps seen (each cost at least twice a typical step)
+    stall_cost_pct: float  # share of the steady wall time they cost
+    basis: str  # what a step's cost was taken from (ledger.analyze.effective)
+    seconds_per_step: float | None  # mean wall-clock cost of a steady step (None: no times)
+    longest_step_s: float | None  # the longest any steady step cost (None: no times)
+    threshold_pct: float
+    alpha: float
+    summary: str  # one line in words
