@@ -37,7 +37,7 @@ class StepColumns:
     tokens: np.ndarray | None = None
     step_time_s: np.ndarray | None = None
     wall_time: np.ndarray | None = None  # seconds (epoch) at the end of the step
-    wait_s: np.ndarray | None = None  # from the end of this step to the start of the next
+    wait_s: np.ndarray | None = None  # from the end of the previous step to this one's start
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> StepColumns:

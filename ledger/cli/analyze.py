@@ -99,17 +99,22 @@ def render_report(report: CompareReport) -> str:
     base = report.baseline
     rows = []
     for r in report.runs:
-        ci = f"{short_value(r.ci95[0])}–{short_value(r.ci95[1])}" if r.ci95 else "-"
+        effective_ci = r.effective_ci95
         rows.append(
             (
                 r.run,
                 report.fates.get(r.run, "-"),
                 f"{r.steady_from_step:,}",
                 f"{r.n_steady:,}",
+                short_value(r.effective) if math.isfinite(r.effective) else "-",
+                f"{short_value(effective_ci[0])}–{short_value(effective_ci[1])}"
+                if effective_ci
+                else "-",
                 short_value(r.median),
-                ci,
+                f"{r.stalls.recurring} ({r.stalls.cost_pct:.1f} %)"
+                if r.stalls is not None and r.stalls.recurring
+                else "-",
                 f"{100 * r.cv:.1f} %" if math.isfinite(r.cv) else "-",
-                r.outliers,
                 len(r.change_points),
                 f"{r.vs_baseline_pct:.1f} %" if r.vs_baseline_pct is not None else "-",
             )
@@ -120,10 +125,11 @@ def render_report(report: CompareReport) -> str:
         "FATE",
         "STEADY FROM",
         "STEPS",
-        f"MEDIAN {unit}".strip(),
+        f"EFFECTIVE {unit}".strip(),
         "95% CI",
+        "MEDIAN",
+        "STALLS (TIME)",
         "CV",
-        "OUTLIERS",
         "CHANGES",
         "OF BASELINE",
     ]
@@ -142,6 +148,13 @@ def render_report(report: CompareReport) -> str:
     else:
         lines.append("no baseline (ledger baseline set 14200 --unit tok/s, or --baseline)")
     for r in report.runs:
+        if r.regime is not None:
+            lines.append(
+                f"{r.run}: judged on the {r.regime.n_steps:,} steps from step "
+                f"{r.regime.from_step:,}, after its last change ({r.regime.shift_pct:+.1f} %): "
+                f"effective {short_value(r.regime.effective)}, "
+                f"median {short_value(r.regime.median)}"
+            )
         for cp in r.change_points:
             verb = "rose" if cp.shift_pct > 0 else "fell"
             lines.append(

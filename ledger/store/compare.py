@@ -17,7 +17,7 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, Resolution
-from ledger.model.terms import FAILED_FATES
+from ledger.model.terms import FAILED_FATES, FAULT_FATES
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
 from ledger.store.steps import fetch_floats, placeholder, rank_bounds
 
@@ -69,9 +69,15 @@ def override(stored: Baseline, value: float | None, units: Sequence[str | None])
     return Baseline(value, unit, "option")
 
 
+# What the analyzer reads of a step, beside its number: the throughput, and what its
+# effective figure needs (tokens, and the time a step cost: inside it, between steps, or
+# from one wall-clock reading to the next).
+ANALYSED = ("throughput", "tokens", "step_time_s", "wait_s", "wall_time")
+
+
 def step_columns(session: Session, run_id: int) -> StepColumns:
-    """The run's steps as arrays for ledger.analyze, reading only what the analysis needs:
-    rank only when the run has several, tokens only when a throughput is missing."""
+    """The run's steps as arrays for ledger.analyze, reading only the columns that hold
+    something (one count over the run first): rank only when the run has several."""
     import numpy as np
 
     from ledger.analyze import StepColumns
@@ -79,21 +85,24 @@ def step_columns(session: Session, run_id: int) -> StepColumns:
     conn = session.connection()
     low, high = rank_bounds(conn, run_id)
     where = f"FROM step WHERE run_id = {placeholder(conn.dialect.name)}"
-    names: tuple[str, ...] = ("step", "throughput", "step_time_s")
+    counts = conn.exec_driver_sql(
+        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)} {where}", (run_id,)
+    ).one()
+    held = tuple(c for c, n in zip(ANALYSED, counts, strict=True) if n)
+    names: tuple[str, ...] = ("step", *held)
     if low != high:
         names = ("rank", *names)
     order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
     table = fetch_floats(conn, f"SELECT {', '.join(names)} {where} {order}", (run_id,), len(names))
     column = {name: table[:, i] for i, name in enumerate(names)}
-    tokens = None
-    if np.isnan(column["throughput"]).any():
-        tokens = fetch_floats(conn, f"SELECT tokens {where} {order}", (run_id,), 1)[:, 0]
     return StepColumns(
         step=column["step"].astype(np.int64),
         rank=column["rank"].astype(np.int64) if "rank" in column else None,
-        throughput=column["throughput"],
-        tokens=tokens,
-        step_time_s=column["step_time_s"],
+        throughput=column.get("throughput", np.full(len(table), np.nan)),
+        tokens=column.get("tokens"),
+        step_time_s=column.get("step_time_s"),
+        wall_time=column.get("wall_time"),
+        wait_s=column.get("wait_s"),
     )
 
 
@@ -140,9 +149,8 @@ def notes(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> li
         fate, reason = fates.get(run.run, ("unknown", None))
         if fate in FAILED_FATES:
             why = f" ({reason[:100]})" if reason else ""
-            found.append(
-                f"{run.run} died: {fate}{why}; its figures cover the steps before it ended"
-            )
+            ended = f"died: {fate}" if fate in FAULT_FATES else "was killed"
+            found.append(f"{run.run} {ended}{why}; its figures cover the steps before it ended")
         if _absurd(run.vs_baseline_pct) and report.baseline.value is not None:
             ratio = (run.vs_baseline_pct or 0.0) / 100.0
             found.append(
@@ -185,6 +193,8 @@ def resolve(
         steady_from_b=second.steady_from_step,
         median_a=comparison.median_a,
         median_b=comparison.median_b,
+        effective_a=comparison.effective_a,
+        effective_b=comparison.effective_b,
         delta_pct=comparison.delta_pct,
         ci_low_pct=comparison.ci95_pct[0] if comparison.ci95_pct else None,
         ci_high_pct=comparison.ci95_pct[1] if comparison.ci95_pct else None,

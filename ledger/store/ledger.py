@@ -139,11 +139,12 @@ class Ledger:
             return compare.set_baseline(s, self.investigation_name, value, unit, "investigation")
 
     def set_baseline_from_run(self, run: str, *, threshold: float | None = None) -> Baseline:
-        """Make the steady median of `run` the baseline (in the run's unit)."""
+        """Make the effective throughput of `run` the baseline (its final regime, if it
+        changed; in the run's unit)."""
         analysis = self.analyze(run, threshold=threshold, baseline=None)
         with self._write() as (s, _):
             return compare.set_baseline(
-                s, self.investigation_name, analysis.median, analysis.unit, f"run {run}"
+                s, self.investigation_name, analysis.judged_effective, analysis.unit, f"run {run}"
             )
 
     # -- hypotheses and fixes -------------------------------------------------------------
