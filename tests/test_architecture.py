@@ -31,6 +31,7 @@ LAYERS = {
     "ledger.store": "store",
     "ledger.hook": "hook",
     "ledger.demo": "demo",
+    "ledger.watch": "watch",
     "ledger.cli": "cli",
     "ledger.__main__": "cli",
     "ledger": "package",
@@ -46,7 +47,19 @@ ALLOWED = {
     "store": {"model", "base", "db", "logs", "analyze", "report", "store"},
     "hook": {"model", "base", "store", "hook"},
     "demo": {"model", "base", "store", "logs", "analyze", "demo", "package"},
-    "cli": {"model", "base", "store", "report", "analyze", "logs", "demo", "cli", "package"},
+    "watch": {"model", "base", "store", "logs", "analyze", "watch"},
+    "cli": {
+        "model",
+        "base",
+        "store",
+        "report",
+        "analyze",
+        "logs",
+        "demo",
+        "watch",
+        "cli",
+        "package",
+    },
     "package": {"model", "base", "store", "package"},
 }
 # Third-party libraries a layer must never import (not even lazily).
@@ -59,6 +72,7 @@ FORBIDDEN = {
     "report": {"sqlalchemy", "click", "torch", "alembic"},
     "store": {"click", "torch"},
     "hook": {"click", "pandas", "matplotlib"},
+    "watch": {"click", "matplotlib", "torch"},
 }
 
 

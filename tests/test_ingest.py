@@ -214,3 +214,27 @@ def test_a_failed_write_stores_nothing(lg, tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.undo()
     assert lg.run_names() == []  # the whole ingest was rolled back, the new run too
     assert lg.ingest(log).steps == 49
+
+
+def test_ctrl_c_while_following_exits_130_and_keeps_what_was_read(
+    db_url: str, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_json("init")
+    log = tmp_path / "train_followed.log"
+    log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(30)))
+    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    follower = subprocess.Popen(
+        [sys.executable, "-c", code, "ingest", str(log), "--follow", "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3)
+    follower.send_signal(signal.SIGINT)
+    _, err = follower.communicate(timeout=30)
+    assert follower.returncode == 130, err  # it exited 0 once, as if the run had ended
+    assert err.strip().splitlines()[-1].startswith("Error: interrupted")
+    assert run_json("runs")[0]["steps"] == 30

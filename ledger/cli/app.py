@@ -64,7 +64,9 @@ class LedgerGroup(click.Group):
                 hint = " (put the command to run after --)"
             _fail(exc.format_message() + hint, 2)
         except click.Abort:
-            _fail("aborted", 1)
+            # click turns Ctrl-C inside a command into Abort (we ask no questions, so it is
+            # never an answered prompt): the same line and status as an interrupt.
+            _fail("interrupted (what was recorded before is kept)", 130)
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         except LedgerError as exc:

@@ -203,8 +203,10 @@ def _follow(
     last = None
     # Ctrl-C leaves the group's one line and exit status 130; every look before it is stored
     # (each look is its own transaction).
-    for result in lg.follow(
-        log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
+    from ledger.watch.follow import follow
+
+    for result in follow(
+        lg, log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
         stall_after=stall_after,
     ):  # fmt: skip
         if not quiet:

@@ -403,3 +403,41 @@ class ReportWritten(Record):
     out: str
     format: str  # html, png or pdf
     attempts: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchResult(Record):
+    """How `ledger watch` ended: what `--json` prints and `--notify` receives."""
+
+    run: str
+    outcome: str  # regression, same, improvement, failed, stalled, undecided
+    fate: str
+    steps: int
+    steady_steps: int
+    effective: float | None
+    median: float | None
+    ci: tuple[float, float] | None  # the always-valid interval of `effective`
+    reference: dict[str, Any]  # {"kind": "baseline"|"run", "value", "run"}
+    pct_of_reference: float | None
+    decided_at_step: int | None
+    elapsed_s: float
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchUpdate(Record):
+    """Where a watched run stands at one look: its phase, and what the numbers say so far.
+
+    `note` is a line worth saying once (the run was made, the log was replaced); `result`
+    is set on the last update only.
+    """
+
+    run: str
+    phase: str  # waiting, loading, warmup, steady, or done
+    elapsed_s: float
+    steps: int
+    last_step: int | None
+    loading: dict[str, Any] | None  # the last bar: desc, n, total, rate, unit, eta_s
+    monitor: Any  # ledger.model.analysis.MonitorState, once steps have come
+    note: str | None = None
+    result: WatchResult | None = None

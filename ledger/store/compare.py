@@ -16,7 +16,7 @@ from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.analysis import Baseline, CompareReport, Resolution
+from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
 from ledger.store.steps import fetch_floats, placeholder, rank_bounds
@@ -75,25 +75,31 @@ def override(stored: Baseline, value: float | None, units: Sequence[str | None])
 ANALYSED = ("throughput", "tokens", "step_time_s", "wait_s", "wall_time")
 
 
-def step_columns(session: Session, run_id: int) -> StepColumns:
-    """The run's steps as arrays for ledger.analyze, reading only the columns that hold
-    something (one count over the run first): rank only when the run has several."""
+def step_columns(session: Session, run_id: int, after: int | None = None) -> StepColumns:
+    """The run's steps (those after step `after`, when given) as arrays for
+    ledger.analyze, reading only the columns that hold something (one count first): rank
+    only when the run has several."""
     import numpy as np
 
     from ledger.analyze import StepColumns
 
     conn = session.connection()
     low, high = rank_bounds(conn, run_id)
-    where = f"FROM step WHERE run_id = {placeholder(conn.dialect.name)}"
+    mark = placeholder(conn.dialect.name)
+    where = f"FROM step WHERE run_id = {mark}"
+    params: tuple[int, ...] = (run_id,)
+    if after is not None:
+        where += f" AND step > {mark}"
+        params = (run_id, after)
     counts = conn.exec_driver_sql(
-        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)} {where}", (run_id,)
+        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)} {where}", params
     ).one()
     held = tuple(c for c, n in zip(ANALYSED, counts, strict=True) if n)
     names: tuple[str, ...] = ("step", *held)
     if low != high:
         names = ("rank", *names)
     order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
-    table = fetch_floats(conn, f"SELECT {', '.join(names)} {where} {order}", (run_id,), len(names))
+    table = fetch_floats(conn, f"SELECT {', '.join(names)} {where} {order}", params, len(names))
     column = {name: table[:, i] for i, name in enumerate(names)}
     return StepColumns(
         step=column["step"].astype(np.int64),
@@ -234,3 +240,42 @@ def _stored(row: m.Comparison, names: dict[int, str]) -> records.StoredCompariso
         b=names.get(row.run_b_id, "?"),
         ci95_pct=ci,
     )
+
+
+def watch_decision(
+    session: Session,
+    inv: int,
+    run: str,
+    against: str | None,
+    state: MonitorState,
+    outcome: str,
+    summary: str,
+) -> records.StoredComparison:
+    """Keep what `ledger watch` decided about `run` (against a run, or the baseline)."""
+    run_b = run_row(session, inv, run)
+    run_a = run_row(session, inv, against) if against is not None else None
+    ci = state.pct_ci
+    row = m.Comparison(
+        investigation_id=inv,
+        run_a_id=run_a.id if run_a is not None else None,
+        run_b_id=run_b.id,
+        kind="watch",
+        unit=run_b.throughput_unit,
+        steady_from_b=state.steady_from_step,
+        median_b=state.median,
+        effective_a=state.reference.value if run_a is not None else None,
+        effective_b=state.effective,
+        reference_value=state.reference.value if run_a is None else None,
+        delta_pct=state.pct_of_reference - 100.0 if state.pct_of_reference is not None else None,
+        ci_low_pct=ci[0] - 100.0 if ci is not None else None,
+        ci_high_pct=ci[1] - 100.0 if ci is not None else None,
+        threshold_pct=state.threshold_pct,
+        alpha=state.alpha,
+        verdict=outcome,
+        decided_at_step=state.decided_at_step,
+        summary=summary,
+    )
+    session.add(row)
+    session.flush()
+    names = {run_b.id: run_b.name, **({run_a.id: run_a.name} if run_a is not None else {})}
+    return _stored(row, names)

@@ -24,12 +24,10 @@ from sqlalchemy.orm import Session
 from ledger.config import DEFAULT_INVESTIGATION, Location
 from ledger.db import models as m
 from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
-from ledger.errors import InputFileError
 from ledger.hashing import sha256_file
 from ledger.model import records
-from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
+from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
 from ledger.model.records import FateChange, StepWrite
-from ledger.model.terms import FINAL_FATES
 from ledger.store import (
     compare,
     deploys,
@@ -335,10 +333,24 @@ class Ledger:
             run_id = lookup.run_row(s, inv, run).id
             return steps.metrics_frame(s.connection(), run_id)
 
-    def step_columns(self, run: str) -> StepColumns:
-        """The run's steps as arrays for ledger.analyze."""
+    def step_columns(self, run: str, *, after: int | None = None) -> StepColumns:
+        """The run's steps (after step `after`) as arrays for ledger.analyze."""
         with self._read() as (s, inv):
-            return compare.step_columns(s, lookup.run_row(s, inv, run).id)
+            return compare.step_columns(s, lookup.run_row(s, inv, run).id, after)
+
+    def add_event(
+        self, run: str, kind: str, text: str, *, step: int | None = None
+    ) -> records.Event:
+        """Record an event no log holds (a stall `watch` saw)."""
+        with self._write() as (s, inv):
+            return runs.add_event(s, inv, run, kind, text, step)
+
+    def record_watch(
+        self, run: str, state: MonitorState, outcome: str, summary: str, against: str | None
+    ) -> records.StoredComparison:
+        """Keep a decision of `ledger watch` as a comparison row (kind 'watch')."""
+        with self._write() as (s, inv):
+            return compare.watch_decision(s, inv, run, against, state, outcome, summary)
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -380,42 +392,6 @@ class Ledger:
                 (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache
             )
             return ingest.read_log(s, inv, file, name, request)
-
-    def follow(
-        self,
-        path: str | os.PathLike[str],
-        run: str | None = None,
-        *,
-        interval: float = 2.0,
-        patterns: Sequence[str] = (),
-        tokens_per_step: float | None = None,
-        stall_after: float = STALL_AFTER_S,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> Iterator[records.IngestResult]:
-        """Ingest a growing log every `interval` seconds; yields each look's result, the
-        first one that found training output and then those that read something or changed
-        the fate, and stops after a final fate (finished, oom, crashed, nccl, killed). A new
-        run is made only once the log shows training output (a file not yet written or
-        still empty is waited for)."""
-        cache = ingest.PrefixCache()
-        last: records.IngestResult | None = None
-        while True:
-            try:
-                result = self.ingest(
-                    path, run, patterns=patterns, tokens_per_step=tokens_per_step,
-                    stall_after=stall_after, cache=cache,
-                )  # fmt: skip
-            except (ingest.NoTrainingOutput, InputFileError) as exc:
-                if isinstance(exc, InputFileError) and Path(path).exists():
-                    raise  # a folder, a pipe, no permission: waiting will not help
-                sleep(interval)
-                continue
-            if last is None or result.read_bytes or result.reset or result.fate != last.fate:
-                yield result
-            last = result
-            if result.fate in FINAL_FATES:
-                return
-            sleep(interval)
 
     def log_events(self, run: str, kind: str | None = None) -> list[dict[str, Any]]:
         """A run's log events in order: line, kind, text, rank."""

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.terms import FATES, EventKind
+from ledger.model.terms import EVENT_KINDS, FATES, EventKind
 from ledger.store import deploys
 from ledger.store.fixes import patch_record
 from ledger.store.lookup import count, run_row
@@ -149,3 +149,15 @@ def probe_record(session: Session, probe: m.Probe) -> records.Probe:
     return records.from_row(
         records.Probe, probe, gpus=[records.from_row(records.GpuSample, g) for g in gpus]
     )
+
+
+def add_event(
+    session: Session, inv: int, run: str, kind: str, text: str, step: int | None
+) -> records.Event:
+    """An event that no log line holds: a stall `watch` saw, a decision it took."""
+    if kind not in EVENT_KINDS:
+        raise UsageError(f"an event kind is one of {', '.join(EVENT_KINDS)}, not {kind!r}")
+    row = m.LogEvent(run_id=run_row(session, inv, run).id, kind=kind, text=text, step=step)
+    session.add(row)
+    session.flush()
+    return event_record(row, {})

@@ -14,7 +14,17 @@ from ledger.model import records
 _ORDER = {
     kind: i
     for i, kind in enumerate(
-        ("hypothesis", "patch", "run", "deploy", "log_file", "probe", "event", "resolution")
+        (
+            "hypothesis",
+            "patch",
+            "run",
+            "deploy",
+            "log_file",
+            "probe",
+            "event",
+            "comparison",
+            "resolution",
+        )
     )
 }
 
@@ -34,6 +44,7 @@ def entries(session: Session, inv: int) -> list[records.TimelineEntry]:
         *_log_files(session, inv),
         *_probes(session, inv),
         *_events(session, inv),
+        *_comparisons(session, inv),
     ]
     found.sort(key=lambda e: (e.when, _ORDER[e.kind], e.id))
     return found
@@ -164,6 +175,21 @@ def _events(session: Session, inv: int) -> list[records.TimelineEntry]:
         step = f" at step {first.step:,}" if first.step is not None else ""
         summary = f"{run}: {kind}{times}{step}: {_short(first.text, 70)}"
         out.append(_entry(first.created_at, "event", first.id, run, summary))
+    return out
+
+
+def _comparisons(session: Session, inv: int) -> list[records.TimelineEntry]:
+    """The verdicts kept: compare --resolve, and watch's decisions."""
+    names = dict(
+        session.execute(select(m.Run.id, m.Run.name).where(m.Run.investigation_id == inv)).all()
+    )
+    out = []
+    for c in session.scalars(select(m.Comparison).where(m.Comparison.investigation_id == inv)):
+        run = names.get(c.run_b_id, "?")
+        against = names.get(c.run_a_id, "?") if c.run_a_id is not None else "the baseline"
+        at = f" at step {c.decided_at_step:,}" if c.decided_at_step is not None else ""
+        said = f"{c.kind}: {run} {c.verdict} against {against}{at} — {_short(c.summary, 60)}"
+        out.append(_entry(c.created_at, "comparison", c.id, run, said))
     return out
 
 

@@ -1,0 +1,75 @@
+"""Following a growing log: ingest it again every few seconds, until it ends.
+
+What `ledger ingest --follow` drives, and the file source under `ledger watch`. Each look
+is one ingest (one transaction): an interrupt loses nothing that an earlier look stored.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.errors import InputFileError
+from ledger.model import records
+from ledger.model.terms import FINAL_FATES
+from ledger.store.ingest import STALL_AFTER_S, NoTrainingOutput, PrefixCache
+
+if TYPE_CHECKING:
+    from ledger.store import Ledger
+
+
+def look(
+    lg: Ledger,
+    path: str | os.PathLike[str],
+    run: str | None,
+    cache: PrefixCache,
+    *,
+    patterns: Sequence[str] = (),
+    tokens_per_step: float | None = None,
+    stall_after: float = STALL_AFTER_S,
+) -> records.IngestResult | None:
+    """One look at the log: what it added, or None while there is no training output to
+    read yet (the file does not exist, or holds nothing a trainer printed)."""
+    try:
+        return lg.ingest(
+            path, run, patterns=patterns, tokens_per_step=tokens_per_step,
+            stall_after=stall_after, cache=cache,
+        )  # fmt: skip
+    except (NoTrainingOutput, InputFileError) as exc:
+        if isinstance(exc, InputFileError) and Path(path).exists():
+            raise  # a folder, a pipe, no permission: waiting will not help
+        return None
+
+
+def follow(
+    lg: Ledger,
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    interval: float = 2.0,
+    patterns: Sequence[str] = (),
+    tokens_per_step: float | None = None,
+    stall_after: float = STALL_AFTER_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[records.IngestResult]:
+    """Ingest a growing log every `interval` seconds, yielding the first look that found
+    training output and then each that read something or changed the fate; stops after a
+    final fate (finished, oom, crashed, nccl, killed). A new run is made only once the log
+    shows training output."""
+    cache = PrefixCache()
+    last: records.IngestResult | None = None
+    while True:
+        result = look(
+            lg, path, run, cache, patterns=patterns, tokens_per_step=tokens_per_step,
+            stall_after=stall_after,
+        )  # fmt: skip
+        if result is not None:
+            if last is None or result.read_bytes or result.reset or result.fate != last.fate:
+                yield result
+            last = result
+            if result.fate in FINAL_FATES:
+                return
+        sleep(interval)

@@ -1,0 +1,148 @@
+"""Where a watched run's output comes from: a log file, a command's standard output, or
+the ledger's own rows (a StepMeter writing from another process or host).
+
+Each source answers `look()`: whether anything new arrived, the run's fate and last bar
+as far as it shows, and whether it can say no more. What a log or a command prints is
+stored exactly as `ledger ingest` stores it (the command's output goes to a file first),
+so a later ingest of the same file adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from ledger.errors import CommandError, NotFoundError
+from ledger.store.ingest import PrefixCache
+from ledger.watch.follow import look as ingest_look
+
+if TYPE_CHECKING:
+    from ledger.store import Ledger
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at a source found."""
+
+    grew: bool  # anything new arrived (bytes, even a bar's redraw, or rows)
+    fate: str | None  # the run's fate as far as it shows; None: no run yet
+    reason: str | None
+    progress: dict[str, Any] | None  # the last bar: desc, n, total, rate, unit…
+    note: str | None = None  # worth saying once: the run was made, the log was replaced
+    ended: bool = False  # the source will say no more (the command exited)
+    exit_code: int | None = None
+
+
+class Source(Protocol):
+    def look(self) -> Look: ...
+
+    def close(self) -> None: ...
+
+
+class LogSource:
+    """A log file, followed as it grows (waited for until it appears; a truncated or
+    replaced file is noticed and read again)."""
+
+    def __init__(self, lg: Ledger, path: str | os.PathLike[str], run: str) -> None:
+        self.lg, self.path, self.run = lg, Path(path), run
+        self.cache = PrefixCache()
+        self._seen: tuple[int, int] | None = None  # (size, mtime) at the last look
+
+    def look(self) -> Look:
+        try:
+            info = self.path.stat()
+            now = (info.st_size, info.st_mtime_ns)
+        except FileNotFoundError:
+            now = None
+        grew = now is not None and now != self._seen
+        self._seen = now
+        result = ingest_look(self.lg, self.path, self.run, self.cache)
+        if result is None:
+            return Look(grew, None, None, None)
+        note = None
+        if result.run_created:
+            note = f"new run {result.run!r}, from {self.path}"
+        elif result.reset:
+            note = f"{self.path} was {result.reset}: read again from the start"
+        progress = result.summary.get("progress") if isinstance(result.summary, dict) else None
+        return Look(grew, result.fate, result.fate_reason, progress, note)
+
+    def close(self) -> None:
+        """A file needs no closing."""
+
+
+class CommandSource:
+    """A command whose standard output is the log (`ssh host tail -n +1 -F train.log`, or
+    the training command itself): written to `stream` as it comes, and read from there."""
+
+    def __init__(self, lg: Ledger, argv: Sequence[str], run: str, stream: Path) -> None:
+        stream.parent.mkdir(parents=True, exist_ok=True)
+        self.stream = stream
+        self._out: IO[bytes] = stream.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=self._out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so that closing can stop everything it started
+            )
+        except OSError as exc:
+            self._out.close()
+            raise CommandError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
+        self.logs = LogSource(lg, stream, run)
+
+    def look(self) -> Look:
+        code = self.process.poll()  # first: output written before it exited is then read
+        seen = self.logs.look()
+        if code is None:
+            return seen
+        return Look(seen.grew, seen.fate, seen.reason, seen.progress, seen.note, True, code)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        self._out.close()
+
+
+class RowSource:
+    """The run's rows in the ledger, as a StepMeter writes them from another process."""
+
+    def __init__(self, lg: Ledger, run: str) -> None:
+        self.lg, self.run = lg, run
+        self._seen: tuple[int, int | None] | None = None
+
+    def look(self) -> Look:
+        try:
+            summary = self.lg.run_summary(self.run)
+        except NotFoundError:
+            return Look(False, None, None, None)
+        now = (summary.steps, summary.last_step)
+        grew = now != self._seen and summary.steps > 0
+        self._seen = now
+        detail_reason = None
+        if grew or summary.fate not in ("running", "unknown", "loading"):
+            detail_reason = self.lg.show(self.run).fate_reason
+        return Look(grew, summary.fate, detail_reason, None)
+
+    def close(self) -> None:
+        """The rows stay in the ledger."""
+
+
+def stream_path(lg: Ledger, run: str) -> Path:
+    """Where a command's output is kept: beside a SQLite ledger, else ./.ledger/streams."""
+    folder = lg.location.path.parent if lg.location.path is not None else Path(".ledger")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)[:100]
+    return folder / "streams" / f"{safe}-{stamp}.log"

@@ -1,0 +1,283 @@
+"""`ledger watch` against a stand-in trainer that writes a realistic log at a real pace:
+every outcome, through every source (a log file, a command's output, a StepMeter's rows),
+with the exit status a script can act on and the decision kept in the ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from helpers import run_cli, run_json
+
+import ledger
+
+# Fast enough for a test, slow enough that watch sees the run arrive step by step.
+PACE = ["--step-time", "0.003", "--load-time", "0.3", "--noise", "0.01"]
+TRAINER = [sys.executable, "-m", "ledger.demo.trainer"]
+
+
+def _ledger(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def _trainer(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([*TRAINER, "--log", str(log), *PACE, *args])
+
+
+@pytest.fixture
+def box(db_url: str, tmp_path: Path) -> Path:
+    run_json("init", "--baseline", "14200", "--unit", "tok/s")
+    return tmp_path
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_a_slower_relaunch_is_a_regression_decided_early(box: Path) -> None:
+    log = box / "train_slow.log"
+    trainer = _trainer(log, "--level", "10650", "--steps", "5000", "--ending", "ok")
+    try:
+        done = _ledger("watch", "slow", "--log", str(log), "--interval", "0.1", "--json")
+    finally:
+        _stop(trainer)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["fate"] == "running"
+    assert 70 < result["pct_of_reference"] < 80  # 10.65K against 14.2K is 75 %
+    assert result["steady_steps"] <= 150 and result["decided_at_step"] < 1000
+    assert result["reference"] == {"kind": "baseline", "value": 14200.0, "run": None}
+    assert "new run 'slow'" in done.stderr  # the run was made, and said so, once
+    with ledger.open() as lg:
+        (kept,) = [c for c in lg.comparisons() if c.kind == "watch"]
+        assert (kept.b, kept.a, kept.verdict) == ("slow", None, "regression")
+        assert kept.reference_value == 14200.0 and kept.decided_at_step == result["decided_at_step"]
+        stored = lg.run_summary("slow").steps
+    again = run_json("ingest", str(log))  # what watch read is stored as ingest stores it
+    assert again["run"] == "slow" and lg is not None
+    with ledger.open() as lg:
+        assert lg.run_summary("slow").steps >= stored  # the trainer went on a little
+
+
+def test_back_at_the_baseline_is_same(box: Path) -> None:
+    log = box / "train_back.log"
+    trainer = _trainer(log, "--level", "14200", "--steps", "8000", "--ending", "ok")
+    try:
+        done = _ledger("watch", "back", "--log", str(log), "--interval", "0.1")
+    finally:
+        _stop(trainer)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "back: SAME" in done.stdout
+
+
+@pytest.mark.parametrize(("ending", "fate"), [("oom", "oom"), ("nccl", "nccl")])
+def test_a_run_that_dies_fails_at_once_with_the_line_that_shows_it(
+    box: Path, ending: str, fate: str
+) -> None:
+    log = box / f"train_{ending}.log"
+    trainer = _trainer(log, "--ending", ending, "--end-at", "60", "--steps", "5000")
+    started = time.monotonic()
+    done = _ledger("watch", ending, "--log", str(log), "--interval", "0.1", "--json")
+    trainer.wait()
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "failed" and result["fate"] == fate
+    said = {"oom": "CUDA out of memory", "nccl": "Watchdog caught collective operation timeout"}
+    assert said[ending] in result["reason"]
+    assert time.monotonic() - started < 30
+
+
+def test_silence_is_a_stall_stored_as_fate_and_event(box: Path) -> None:
+    log = box / "train_hung.log"
+    trainer = _trainer(log, "--ending", "stall", "--end-at", "120", "--steps", "5000")
+    try:
+        done = _ledger(
+            "watch", "hung", "--log", str(log), "--interval", "0.1", "--stall-after", "2"
+        )
+    finally:
+        _stop(trainer)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "hung: STALLED" in done.stdout and "nothing new for" in done.stdout
+    with ledger.open() as lg:
+        detail = lg.show("hung")
+        assert detail.fate == "stalled"
+        assert detail.event_counts.get("stall") == 1 and detail.last_step == 119
+
+
+def test_the_command_source_reads_its_standard_output(box: Path) -> None:
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "5000", "--ending", "ok"]
+    done = _ledger("watch", "piped", "--interval", "0.1", "--json", "--", *command)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["outcome"] == "regression"
+    with ledger.open() as lg:
+        (log,) = lg.show("piped").log_files
+        assert "streams" in log.path and log.lines > 100
+
+
+def test_a_command_that_ends_first_is_undecided(box: Path) -> None:
+    command = [*TRAINER, *PACE, "--steps", "20", "--ending", "finish"]
+    done = _ledger("watch", "short", "--interval", "0.1", "--", *command)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "before the numbers could tell" in done.stdout
+
+
+def test_a_timeout_is_undecided(box: Path) -> None:
+    log = box / "train_slowpoke.log"
+    trainer = _trainer(log, "--ending", "ok", "--load-time", "30")  # still loading at the end
+    try:
+        done = _ledger("watch", "slowpoke", "--log", str(log), "--interval", "0.1",
+                       "--timeout", "2", "--json")  # fmt: skip
+    finally:
+        _stop(trainer)
+    assert done.returncode == 5, done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "undecided" and "within 2 s" in result["reason"]
+
+
+def test_a_log_that_does_not_exist_yet_is_waited_for(box: Path) -> None:
+    log = box / "train_later.log"
+    later = subprocess.Popen(
+        [sys.executable, "-c", "import time, sys, runpy; time.sleep(1.5); "
+         "sys.argv = ['t', *sys.argv[1:]]; runpy.run_module('ledger.demo.trainer', "
+         "run_name='__main__')", "--log", str(log), *PACE, "--ending", "oom", "--end-at", "40"]
+    )  # fmt: skip
+    done = _ledger("watch", "later", "--log", str(log), "--interval", "0.1")
+    later.wait()
+    assert done.returncode == 3 and "later: FAILED" in done.stdout
+    assert "waiting" in done.stdout  # it said it was waiting, once
+
+
+METER = textwrap.dedent(
+    """
+    import sys, time
+    from ledger.hook import StepMeter
+    meter = StepMeter(sys.argv[2], db=sys.argv[1], flush_interval=0.2, cuda=False)
+    for i in range(4000):
+        with meter.step(tokens=int(sys.argv[3])):
+            time.sleep(0.004)
+    meter.close()
+    """
+)
+
+
+def test_rows_written_by_a_step_meter_elsewhere(box: Path, db_url: str) -> None:
+    """No log at all: a StepMeter in another process writes rows, watch reads them."""
+    trainer = subprocess.Popen([sys.executable, "-c", METER, db_url, "metered", "40"])
+    try:
+        # 40 tokens in ~4 ms is ~10K tok/s: against a 14.2K baseline, a regression
+        done = _ledger("watch", "metered", "--interval", "0.2", "--json")
+    finally:
+        _stop(trainer)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["steps"] > 20
+
+
+def test_against_another_run(box: Path) -> None:
+    reference = box / "train_ref.log"
+    _trainer(reference, "--level", "14000", "--steps", "600", "--step-time", "0.0005").wait()
+    run_json("ingest", str(reference))
+    log = box / "train_cand.log"
+    trainer = _trainer(log, "--level", "10000", "--steps", "5000", "--ending", "ok")
+    try:
+        done = _ledger("watch", "cand", "--log", str(log), "--against", "ref", "--json",
+                       "--interval", "0.1")  # fmt: skip
+    finally:
+        _stop(trainer)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["reference"]["kind"] == "run" and result["reference"]["run"] == "ref"
+    with ledger.open() as lg:
+        (kept,) = [c for c in lg.comparisons() if c.kind == "watch"]
+        assert (kept.a, kept.b) == ("ref", "cand")
+
+
+def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path) -> None:
+    log = box / "train_told.log"
+    got = box / "notified.json"
+    trainer = _trainer(log, "--ending", "oom", "--end-at", "50")
+    done = _ledger("watch", "told", "--log", str(log), "--interval", "0.1",
+                   "--notify", f"cat > {got}")  # fmt: skip
+    trainer.wait()
+    assert done.returncode == 3
+    assert json.loads(got.read_text())["outcome"] == "failed"
+
+    log = box / "train_cut.log"
+    trainer = _trainer(log, "--level", "14200", "--steps", "100000", "--ending", "ok",
+                       "--step-time", "0.01")  # fmt: skip
+    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", code, "watch", "cut", "--log", str(log), "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(4)
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=30)
+    finally:
+        _stop(trainer)
+    assert watcher.returncode == 130 and err.strip().splitlines()[-1].startswith("Error: interr")
+    with ledger.open() as lg:
+        assert lg.run_summary("cut").steps > 10  # what it read before Ctrl-C is stored
+
+
+def test_a_watch_needs_a_reference(db_url: str, tmp_path: Path) -> None:
+    run_json("init")
+    result = run_cli("watch", "x", "--log", str(tmp_path / "x.log"))
+    assert result.exit_code == 2 and "set a baseline" in result.stderr
+    both = run_cli("watch", "x", "--log", "a.log", "--", "tail", "-f", "a.log")
+    assert both.exit_code == 2
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX")
+def test_on_a_terminal_the_status_is_one_line_redrawn(box: Path) -> None:
+    import pty
+
+    log = box / "train_tty.log"
+    trainer = _trainer(log, "--ending", "oom", "--end-at", "150", "--load-time", "1")
+    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    main, child = pty.openpty()
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", code, "watch", "tty", "--log", str(log), "--interval", "0.05"],
+        stdout=child, stderr=child, close_fds=True,
+    )  # fmt: skip
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    watcher.wait(timeout=60)
+    trainer.wait()
+    assert watcher.returncode == 3
+    text = seen.decode(errors="replace")
+    assert text.count("\r") > 3 and "\a" in text  # redrawn in place; a bell at the end
+    assert "tty: FAILED" in text
+
+
+def test_the_timeline_shows_what_watch_decided(box: Path) -> None:
+    log = box / "train_told.log"
+    trainer = _trainer(log, "--level", "10650", "--steps", "5000", "--ending", "ok")
+    try:
+        assert _ledger("watch", "told", "--log", str(log), "--interval", "0.1").returncode == 1
+    finally:
+        _stop(trainer)
+    said = [e for e in run_json("timeline") if e["kind"] == "comparison"]
+    assert len(said) == 1 and said[0]["summary"].startswith("watch: told regression against")
