@@ -38,8 +38,8 @@ _DIGIT = re.compile(r"\d")
 _TOKENS_PER_ITER = re.compile(r"tokens per iteration will be: ([\d,]{1,20})")
 _EPOCH_LINE = re.compile(r"^\s*Epoch[: ]\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
 _LOGLIKE = re.compile(
-    r"\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL)\b|\[[^\]]*\]|\w[=:]\s*[-+]?\.?\d"
-    r"|\d+/\d+|\d%|[{}|]|^\s+\S|\d+\.\d+"
+    r"\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL)\b|\[[^\]]{0,200}\]"
+    r"|\w[=:]\s*[-+]?\.?\d|\d/\d|\d%|[{}|]|^\s+\S|\d\.\d"
 )
 _INF = float("inf")
 _NINF = -_INF
@@ -293,7 +293,7 @@ class LogReader:
         st = self.state
         if st.content.lines < _SNIFF_LINES and body.strip():
             st.content.lines += 1
-            if _LOGLIKE.search(body):
+            if _LOGLIKE.search(body, 0, 400):
                 st.content.loglike += 1
         ended = False
         if self.blocks.open:
@@ -330,9 +330,9 @@ class LogReader:
             return
         if ev.hint(body) and self._events(line, rank, body, ended):
             return
-        if self._gpu(body):
-            return
         if runconfig.hint(body) and self._config(line, rank, body):
+            return
+        if self._gpu(body):
             return
         if ev.init_hint(body):
             self.rec.start(line, body, strong=False)

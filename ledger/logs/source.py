@@ -90,8 +90,15 @@ def read_blocks(
     carry = b""
     pos = offset  # the offset of carry's first byte
     update = getattr(digest, "update", None)
+    # read1: a gzip stream cut short raises in read() and loses what it had decompressed
+    read = getattr(handle, "read1", None) or handle.read
     while True:
-        chunk = handle.read(chunk_size)
+        try:
+            chunk = read(chunk_size)
+        except STREAM_ERRORS:
+            if carry:
+                yield decode(carry), pos + len(carry), False
+            raise
         if not chunk:
             break
         data = carry + chunk if carry else chunk

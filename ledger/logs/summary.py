@@ -81,8 +81,8 @@ def build(state: RunState, *, stalled: bool = False) -> LogSummary:
 
 _WHAT = {
     LogContent.EMPTY: "empty",
-    LogContent.BINARY: "binary, not text",
-    LogContent.PROSE: "text, but no line of it looks like a program's output",
+    LogContent.BINARY: "binary: not text",
+    LogContent.PROSE: "prose: text, but no line of it looks like a program's output",
 }
 
 
