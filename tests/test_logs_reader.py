@@ -232,3 +232,29 @@ def test_adversarial_lines_finish_quickly(name: str) -> None:
     reader.finish()
     reader.summary()
     assert time.perf_counter() - started < 5, name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["torchtitan_running.log", "megatron_finished.log", "hf_trainer_finished.log",
+     "generic_mixed.log", "huge_numbers.log", "restart_crash_relaunch.log",
+     "fairseq_valid.log", "nanogpt_running.log", "prefix_srun_labels.log"],
+)  # fmt: skip
+def test_the_fast_path_reads_what_the_slow_path_reads(name: str) -> None:
+    """Templates and a block's finditer (the fast path) against every line read the slow
+    way, through the shape table, with nothing learned."""
+    text = (FIXTURES / name).read_text()
+    fast, fast_reader = _read_all(text)
+    slow_reader = LogReader(rows=True, strict=True)
+    slow_reader.splitter.look(text)  # the shared prefix is decided on the first lines
+    slow = Found()
+    for line in text.splitlines(keepends=True):
+        slow_reader.shapes.templates.clear()
+        slow_reader.shapes.last = None
+        slow.extend(slow_reader.feed(line))
+    slow.extend(slow_reader.finish())
+    assert repr(fast.steps) == repr(slow.steps)  # repr: NaN is not equal to itself
+    assert repr(fast.metrics) == repr(slow.metrics)
+    assert [e.to_dict() for e in fast.events] == [e.to_dict() for e in slow.events]
+    assert [u.to_dict() for u in fast.unread] == [u.to_dict() for u in slow.unread]
+    assert fast_reader.summary().to_dict() == slow_reader.summary().to_dict()

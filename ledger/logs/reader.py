@@ -112,6 +112,8 @@ class LogReader:
         if not text:
             return out
         st = self.state
+        if self.rows:  # SQLite stores NaN as NULL: the store looks closer when this is set
+            out.has_nan = "nan" in text or "NaN" in text or "NAN" in text
         if st.content.chars < _SNIFF_CHARS:
             self._sniff(text)
         if not st.lines.decided:
@@ -161,12 +163,11 @@ class LogReader:
     # -- lines -----------------------------------------------------------------------------
 
     def _read(self, text: str) -> None:
-        """Step lines of the busiest template are read a block at a time (one finditer);
-        the lines between them one by one."""
+        """Step lines of the busiest template are found a block at a time (one finditer)
+        and read a run of consecutive lines at a time; the lines between them one by one."""
         st = self.state
         n = len(text)
         pos = 0
-        take = self.steps.take
         while pos < n:
             tpl = self._hot()
             if tpl is None:
@@ -174,47 +175,81 @@ class LogReader:
                 return
             self._gap_hits = 0
             switched = False
-            convert, names, unit, shape, summary = (
-                tpl.convert_block, tpl.names, tpl.unit, tpl.shape, tpl.summary
-            )
+            batch: list[re.Match[str]] = []
+            slow = self.blocks.open
             for m in tpl.block.finditer(text, pos):
-                start = m.start()
-                if start and text[start - 1] != "\n":
-                    continue  # the shape glued inside a line: the line is read as a whole
-                if start > pos:
+                start, end = m.span()
+                if start != pos:
+                    if start and text[start - 1] != "\n":
+                        continue  # the shape glued inside a line: the line is read as a whole
+                    if batch:
+                        self._take(batch, tpl)
+                        batch = []
                     self._lines(text, pos, start)
                     if self._gap_hits > _SWITCH_AFTER and self.shapes.last is not tpl:
                         pos = start
                         switched = True
                         break
-                end = m.end()
-                if st.block is not None:
-                    self._lines(text, start, end)
-                else:
-                    try:
-                        flat = convert(m.groups())
-                        if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
-                            raise ValueError("inf")  # 1e400 is not inf as written: look closer
-                    except (ValueError, OverflowError):
-                        self._segment(m.group(0))  # the slow path reads it or says why not
-                    else:
-                        try:
-                            take(st.line, flat, names, unit, shape, summary)
-                        except Unreadable as exc:
-                            self.rec.unread(st.line, str(exc))
-                        except Exception as exc:
-                            if self.strict:
-                                raise
-                            self.rec.unread(st.line, type(exc).__name__)
-                if end < n:
-                    st.line += 1
+                    slow = self.blocks.open
+                if slow:  # a traceback or a record over lines is open: it may take this line
+                    if batch:
+                        self._take(batch, tpl)
+                        batch = []
+                    self._lines(text, start, end + 1)
                     pos = end + 1
-                else:
-                    pos = n
+                    slow = self.blocks.open
+                    continue
+                batch.append(m)
+                pos = end + 1  # past its newline (past the end, on the text's last line)
+            if batch:
+                self._take(batch, tpl)
+            pos = min(pos, n)
             if not switched:
                 if pos < n:
                     self._lines(text, pos, n)
                 return
+
+    def _take(self, batch: list[re.Match[str]], tpl: Template) -> None:
+        """Lines a template matched, one after the other from st.line: converted at once,
+        counted by Steps.take_many; a line that cannot be is read on its own."""
+        st = self.state
+        first = st.line
+        last_end = batch[-1].end()
+        ends_open = last_end == len(batch[-1].string)  # the text's last line, no newline yet
+        try:
+            flats = tpl.convert_many([m.groups() for m in batch])
+            if self.rows:
+                for flat in flats:
+                    if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
+                        raise ValueError("inf")  # 1e400 is not inf as written: look closer
+        except (ValueError, OverflowError):
+            for i, m in enumerate(batch):
+                st.line = first + i
+                self._one(m, tpl)
+        else:
+            try:
+                self.steps.take_many(first, flats, tpl.names, tpl.unit, tpl.shape, tpl.summary)
+            except Unreadable:
+                for i, m in enumerate(batch):  # again, one by one, to count the bad one
+                    st.line = first + i
+                    self._one(m, tpl)
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.rec.unread(first, type(exc).__name__)
+        st.line = first + len(batch) - (1 if ends_open else 0)
+
+    def _one(self, m: re.Match[str], tpl: Template) -> None:
+        try:
+            flat = tpl.convert_block(m.groups())
+            if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
+                raise ValueError("inf")
+        except (ValueError, OverflowError):
+            self._segment(m.group(0))  # the slow path reads it or says why not
+            return
+        self._guard(
+            self.steps.take, self.state.line, flat, tpl.names, tpl.unit, tpl.shape, tpl.summary
+        )
 
     def _hot(self) -> Template | None:
         if self.state.lines.wrap or not self.shapes.templates:

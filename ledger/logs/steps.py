@@ -15,7 +15,7 @@ from ledger.logs.keys import LOSS
 from ledger.logs.numbers import Unreadable, int64
 from ledger.logs.progress import Bar
 from ledger.logs.record import Recorder
-from ledger.logs.runstate import MAX_BARS, MAX_RANKS, RunState
+from ledger.logs.runstate import MAX_BARS, MAX_RANKS, RunFacts, RunState
 from ledger.logs.shapes import Read
 from ledger.logs.state import BIN, EXACT
 from ledger.logs.templates import FLAT_METRICS, FLAT_ROW, FLAT_STEP_TIME, FLAT_THROUGHPUT, Flat
@@ -129,6 +129,102 @@ class Steps:
         if self.rows:
             self._row(rank, step, flat, names, throughput)
 
+    def take_many(
+        self, line: int, flats: list[Flat], names: tuple[str, ...], unit: str | None,
+        shape: str, summary: bool,
+    ) -> None:  # fmt: skip
+        """`take()` for consecutive lines from `line` on, the common case written out (a
+        step line of a known rank at or after the last step): the hot path of a log."""
+        st = self.state
+        take = self._take_one
+        if summary or not flats or flats[0][3] is not None or flats[0][2] is not None:
+            for i, flat in enumerate(flats):
+                take(line + i, flat, names, unit, shape, summary)
+            return
+        run = st.run
+        ranks = self.ranks
+        by_rank = st.last_by_rank
+        steps = st.steps
+        rate = st.rate
+        q = rate.sample
+        bins = q.bins
+        exact = q.exact
+        rows = self.rows
+        out_steps = self.rec.out.steps
+        out_metrics = self.rec.out.metrics
+        log, inf, scale, kept = _log, _INF, BIN, EXACT
+        top = run.max_step
+        done = 0
+        step = None
+        for i, flat in enumerate(flats):
+            rank = flat[0]
+            step = flat[1]
+            tp = flat[9]
+            if (
+                top is None or step is None or rank not in ranks or step < top
+                or step > INT64_MAX or rate.first is None or tp is None or not -inf < tp < inf
+                or run.since_step or flat[2] is not None or flat[3] is not None
+            ):  # fmt: skip
+                if done:
+                    st.last_step = flats[i - 1][1]
+                    rate.last = flats[i - 1][9]
+                    self._advanced(line + i - 1, run, done, top, shape)
+                    done = 0
+                take(line + i, flat, names, unit, shape, summary)
+                run = st.run
+                top = run.max_step
+                continue
+            by_rank[rank] = step
+            n = q.n = q.n + 1
+            if n <= kept:
+                exact.append(tp)
+            if tp > 0:
+                b = int(log(tp) * scale)
+                bins[b] = bins.get(b, 0) + 1
+            else:
+                q.zeros += 1
+            last = steps.runs[-1]
+            if step != last[1]:
+                if step == last[1] + last[2] and last[2]:
+                    last[1] = step
+                    steps.count += 1
+                else:
+                    steps.add(step)
+            if step > top:
+                top = step
+                run.activity += 1
+            done += 1
+            if rows:
+                out_steps.append((rank, step, *flat[5:13]))  # type: ignore[arg-type]
+                values = flat[13]
+                if values:
+                    out_metrics.extend(zip(repeat(rank), repeat(step), names, values, strict=False))
+        if done:
+            rate.last = flats[-1][9]
+            st.last_step = step
+            self._advanced(line + len(flats) - 1, run, done, top, shape)
+
+    def _advanced(self, line: int, run: RunFacts, lines: int, top: int | None, shape: str) -> None:
+        """What the written-out path of take_many leaves to do after `lines` lines."""
+        st = self.state
+        if top is not None and (run.max_step is None or top > run.max_step):
+            run.max_step = top
+            run.phase_what = ""
+            if st.max_step is None or top > st.max_step:
+                st.max_step = top
+            if st.total and top >= st.total:
+                self.rec.finished(f"step {top} of {st.total}", line, said=True)
+        st.shapes[shape] = st.shapes.get(shape, 0) + lines
+
+    def _take_one(
+        self, line: int, flat: Flat, names: tuple[str, ...], unit: str | None, shape: str,
+        summary: bool,
+    ) -> None:  # fmt: skip
+        try:
+            self.take(line, flat, names, unit, shape, summary)
+        except Unreadable as exc:
+            self.rec.unread(line, str(exc))
+
     def _row(self, rank: int, step: int, flat: Flat, names: tuple[str, ...], tp: float | None) -> None:
         out = self.rec.out
         row = flat[FLAT_ROW]
@@ -138,10 +234,6 @@ class Steps:
         values = flat[FLAT_METRICS]
         if values:
             out.metrics.extend(zip(repeat(rank), repeat(step), names, values, strict=False))
-        if not out.has_nan:
-            out.has_nan = any(v != v for v in row if isinstance(v, float)) or any(
-                v != v for v in values
-            )
 
     def _position(
         self, step: int | None, total: int | None, position: int, epoch: float | None,

@@ -62,6 +62,7 @@ class Template:
     block: re.Pattern[str]  # finditer over a block of raw lines, prefix included
     convert: Callable[..., Flat]  # body groups (and the prefix's rank) → Flat
     convert_block: Callable[..., Flat]  # block groups → Flat
+    convert_many: Callable[..., list[Flat]]  # a list of block groups → Flats
     names: tuple[str, ...]  # the metrics' names, in the order of Flat's last item
     unit: str | None
     shape: str  # the line shape it was learned from
@@ -105,9 +106,9 @@ def learn(
         return None
     if prefix_groups > 1:
         return None
-    convert, names = _compile(groups, 0, None)
-    convert_block, _ = _compile(groups, prefix_groups, 0 if prefix_groups else None)
-    return Template(regex, block, convert, convert_block, names, unit, shape, summary)
+    convert, _many, names = _compile(groups, 0, None)
+    convert_block, convert_many, _ = _compile(groups, prefix_groups, 0 if prefix_groups else None)
+    return Template(regex, block, convert, convert_block, convert_many, names, unit, shape, summary)
 
 
 def _group(v: Value) -> str:
@@ -132,12 +133,13 @@ def _literal(text: str) -> str:
 
 def _compile(
     groups: list[Value], offset: int, rank_group: int | None
-) -> tuple[Callable[..., Flat], tuple[str, ...]]:
+) -> tuple[Callable[..., Flat], Callable[..., list[Flat]], tuple[str, ...]]:
     """A converter written out for one template: `convert(g, rank=None)` → Flat, where `g`
     is the match's groups. A value it cannot read (`1,234` where the first line had `999`,
     an integer of thousands of digits) raises ValueError; the caller then reads the line
     the slow way. Steps and ranks are checked against 64 bits by the caller. Returns the
-    function and its metrics' names."""
+    function, one that converts a list of matches' groups at once (the hot path: no call
+    per line), and the metrics' names."""
     slots = ["None"] * 13
     metrics: list[str] = []
     names: list[str] = []
@@ -171,10 +173,14 @@ def _compile(
     elif slots[0] == "None":
         slots[0] = "rank"
     tail = f"({', '.join(metrics)},)" if metrics else "()"
-    body = f"def convert(g, rank=None):\n return ({', '.join(slots)}, {tail})\n"
+    flat = f"({', '.join(slots)}, {tail})"
+    body = (
+        f"def convert(g, rank=None):\n return {flat}\n"
+        f"def convert_many(gs, rank=None):\n return [{flat} for g in gs]\n"
+    )
     scope: dict[str, Any] = {"_wall": wall_time, "_mem": _memory_auto, "_tok": _tokens}
     exec(compile(body, "<ledger.logs template>", "exec"), scope)
-    return scope["convert"], tuple(names)
+    return scope["convert"], scope["convert_many"], tuple(names)
 
 
 def _tokens(x: float) -> int:
