@@ -60,7 +60,9 @@ def test_rank_prefixes_give_the_rank() -> None:
     assert (s.ranks, s.steps) == (4, 5)  # `0: ` … `3: ` are Slurm's rank labels
     numbered = _parse("prefix_colon_numbers.log")
     assert numbered.ranks == 1  # `400:`, `401:` … count lines
-    found = _found("[rank3]: step 1 | loss 2.0 | tok/s 10\n[1,2]<stdout>: step 1 | loss 2 | tok/s 9\n")
+    found = _found(
+        "[rank3]: step 1 | loss 2.0 | tok/s 10\n[1,2]<stdout>: step 1 | loss 2 | tok/s 9\n"
+    )
     assert [row[0] for row in found.steps] == [3, 1]
     ray = _parse("prefix_ray.log")
     assert ray.throughput.last == 2107.5 and ray.steps == 7
@@ -150,7 +152,9 @@ def test_the_last_epoch_and_a_test_summary_after_it() -> None:
     assert _parse("keras_test_summary.log").fate == "finished"
     assert _parse("keras_running.log").fate == "running"
     # a test summary before the last epoch ends nothing
-    early = parse_text("Epoch 1/3\n10/10 [====] - 1s - loss: 0.5\nTest accuracy: 0.8\n", strict=True)
+    early = parse_text(
+        "Epoch 1/3\n10/10 [====] - 1s - loss: 0.5\nTest accuracy: 0.8\n", strict=True
+    )
     assert early.fate == "running"
 
 

@@ -246,11 +246,15 @@ def test_user_pattern_goes_through_the_shape_table() -> None:
         parse_text("x", patterns=["no groups"])
 
 
-def test_fate_rule_table_is_documented() -> None:
+def test_fate_rule_table_and_shape_table_are_documented() -> None:
     from ledger.logs.fate import RULES, rule_table
+    from ledger.logs.lines import PREFIXES
+    from ledger.logs.shapes import shape_table
 
     docs = (Path(__file__).parent.parent / "docs" / "logs.md").read_text()
     assert rule_table() in docs
+    assert shape_table() in docs
+    assert all(f"| {p.name} |" in docs for p in PREFIXES)
     assert [r[0] for r in RULES][-1] == "unknown"
 
 

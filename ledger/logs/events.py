@@ -220,7 +220,10 @@ def _oom_text(text: str) -> str:
         return short
     tried = _TRIED.search(text)
     gpu = _OOM_GPU.search(text)
-    bits = [f"tried to allocate {tried.group(1)}" if tried else "", f"GPU {gpu.group(1)}" if gpu else ""]
+    bits = [
+        f"tried to allocate {tried.group(1)}" if tried else "",
+        f"GPU {gpu.group(1)}" if gpu else "",
+    ]
     said = ", ".join(b for b in bits if b)
     return f"CUDA out of memory ({said}): {clip(text, 240)}" if said else short
 
@@ -233,9 +236,7 @@ def _nccl(text: str) -> Found:
         if "Watchdog caught" in text and not terminate:  # its details on the next line
             return Found(K.NCCL, clip(text, MAX_TEXT), "nccl", weight=3, follow="nccl")
         return Found(K.NCCL, clip(text, MAX_TEXT), "nccl", weight=0 if terminate else 1)
-    fields = dict(
-        part.split("=", 1) for part in work.group("work").split(", ") if "=" in part
-    )
+    fields = dict(part.split("=", 1) for part in work.group("work").split(", ") if "=" in part)
     op = fields.get("OpType", "a collective")
     bits = [f"{op} timed out" if "timeout" in text else f"{op} failed"]
     if "SeqNum" in fields:
@@ -305,7 +306,9 @@ _LOG_HEAD = re.compile(r"^(?:[IWEFVD]\d{4} [\d:.]+ +\d+ [^\]]{1,200}\] ?)?(?:\[[
 
 def detail(kind: str, text: str) -> tuple[str, str] | None:
     """What a line after a warning adds to it: (`function`, …), (`reason`, …)."""
-    text = text[_LOG_HEAD.match(text).end() :]  # type: ignore[union-attr]
+    head = _LOG_HEAD.match(text)
+    if head is not None:
+        text = text[head.end() :]
     if kind == "recompile":
         m = _FUNCTION.search(text)
         if m is not None:

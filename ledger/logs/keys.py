@@ -148,7 +148,7 @@ def target(name: str, unit: str, vs: int, ve: int) -> Value:
     return _by_unit(name, unit, vs, ve)
 
 
-def _known(name: str, unit: str, vs: int, ve: int) -> Value | None:  # noqa: PLR0911
+def _known(name: str, unit: str, vs: int, ve: int) -> Value | None:
     lower = unit.lower()
     if name in STEP_KEYS and not unit:
         return Value(vs, ve, STEP, kind="int", priority=STEP_KEYS[name])
@@ -178,9 +178,9 @@ def _known(name: str, unit: str, vs: int, ve: int) -> Value | None:  # noqa: PLR
         return Value(vs, ve, THROUGHPUT, name=name, scale=suffix_scale(unit) or 1.0,
                      unit=_RATE_OF[m.group("what")], priority=2)  # fmt: skip
     if name == "throughput" or name.startswith("throughput_"):
-        rate = RATE_UNITS.get(lower)
-        if rate is not None:
-            return Value(vs, ve, THROUGHPUT, name=name, unit=rate, priority=1)
+        canonical = RATE_UNITS.get(lower)
+        if canonical is not None:
+            return Value(vs, ve, THROUGHPUT, name=name, unit=canonical, priority=1)
         if not unit and name == "throughput":  # a rate in a unit the line does not say
             return Value(vs, ve, THROUGHPUT, name=name, unit="", priority=4)
     if name in TOKEN_KEYS:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from ledger.logs.numbers import Unreadable, int64
 from ledger.logs.state import Serial
@@ -43,23 +44,26 @@ class Prefix:
     pattern: str  # matched at the start of a line; group 1 is the rank when `rank`
     always: bool  # unmistakable: taken off wherever it appears
     rank: bool = False
+    example: str = ""
 
 
 PREFIXES: tuple[Prefix, ...] = (
-    Prefix("rank tag", r"\[(?:rank|Rank|RANK|default)[ ]?(\d+)\]: ?", always=True, rank=True),
-    Prefix("mpirun tag", r"\[(\d+),\d+\]<std(?:out|err)>: ?", always=True, rank=True),
-    Prefix("ray tag", r"\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\) ", always=True),
-    Prefix("bracketed line number", r"\[\d+\] ", always=False),
-    Prefix("piped line number", r" *\d+\| ", always=False),
-    Prefix("line number", r"\d+:(?!\d) ?", always=False),
-    Prefix("rank label", r" *(\d+): ", always=False, rank=True),  # srun --label
-    Prefix("comment", r"# ?", always=False),
+    Prefix("rank tag", r"\[(?:rank|Rank|RANK|default)[ ]?(\d+)\]: ?", True, True,
+           "`[rank3]:`, `[default3]:` (torchrun)"),
+    Prefix("mpirun tag", r"\[(\d+),\d+\]<std(?:out|err)>: ?", True, True, "`[1,0]<stdout>:`"),
+    Prefix("ray tag", r"\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\) ", True, False,
+           "`(main_task pid=123) `"),
+    Prefix("bracketed line number", r"\[\d+\] ", False, False, "`[0412] `"),
+    Prefix("piped line number", r" *\d+\| ", False, False, "`  412| `"),
+    Prefix("line number", r"\d+:(?!\d) ?", False, False, "`412:`"),
+    Prefix("rank label", r" *(\d+): ", False, True, "`0: ` (srun --label)"),
+    Prefix("comment", r"# ?", False, False, "`# ` (output kept in a script)"),
     Prefix(
         "collector timestamp",
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ",
-        always=False,
+        False, False, "`2024-06-01T10:00:00.123Z ` (CI, kubectl --timestamps)",
     ),
-)
+)  # fmt: skip
 _BY_NAME = {p.name: p for p in PREFIXES}
 _TAGS = tuple(p for p in PREFIXES if p.always)
 _TAG_RX = [(re.compile(p.pattern), p) for p in _TAGS]
@@ -146,12 +150,12 @@ class Splitter:
         """(the prefix pattern taken off, the rank it names or None, what follows)."""
         pattern = ""
         rank = None
-        rx = self.shared_rx
-        if rx is not None:
+        rx, shared = self.shared_rx, self.shared
+        if rx is not None and shared is not None:
             m = rx.match(line)
             if m is not None:
-                pattern = self.shared.pattern  # type: ignore[union-attr]
-                if self.shared.rank:  # type: ignore[union-attr]
+                pattern = shared.pattern
+                if shared.rank:
                     rank = int64(int(m.group(1)), "rank")
                 line = line[m.end() :]
         c = line[:1]
@@ -204,7 +208,7 @@ def _counting(numbers: list[int]) -> bool:
         return bool(numbers) and numbers[0] > 64
     if len(set(numbers)) < 0.9 * len(numbers):
         return False  # numbers that come back are ranks
-    steps = sum(1 for a, b in zip(numbers, numbers[1:], strict=False) if b == a + 1)
+    steps = sum(1 for a, b in pairwise(numbers) if b == a + 1)
     return steps >= 0.6 * (len(numbers) - 1)
 
 

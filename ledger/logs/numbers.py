@@ -19,6 +19,7 @@ def int64(value: int, what: str = "step") -> int:
         return value
     raise Unreadable(f"{what} out of range")
 
+
 # A number as the metric shapes capture it (the unit, if any, is matched after it).
 # Thousands separators come in groups of three, so `12345,` (a number, then a comma that
 # separates fields) is the number 12345.

@@ -73,7 +73,7 @@ def csv_row(line: str, fields: tuple[str, ...] | None, expect_index: int | None)
     if len(cells) < 2 or len(cells) > 32:
         return None
     guessed = fields is None or len(fields) != len(cells)
-    if guessed:
+    if fields is None or guessed:
         fields = _guess(cells)
         if fields is None:
             return None

@@ -230,8 +230,13 @@ def _best_per_target(values: list[Value]) -> list[Value]:
     return out
 
 
-_COLUMN_NAMES = {LOSS: "loss", STEP_TIME: "step_time_s", TOKENS: "tokens",
-                 MEM_ALLOC: "memory_allocated_mib", MEM_RESERVED: "memory_reserved_mib"}  # fmt: skip
+_COLUMN_NAMES = {
+    LOSS: "loss",
+    STEP_TIME: "step_time_s",
+    TOKENS: "tokens",
+    MEM_ALLOC: "memory_allocated_mib",
+    MEM_RESERVED: "memory_reserved_mib",
+}
 
 
 def _choose_unit(values: list[Value], unit: str | None) -> str | None:

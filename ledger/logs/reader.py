@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from ledger.logs import events as ev
 from ledger.logs import nvsmi, runconfig
@@ -90,7 +91,16 @@ class LogReader:
         return self.state.to_dict()
 
     @classmethod
-    def resume(cls, saved: object, **options: object) -> LogReader | None:
+    def resume(
+        cls,
+        saved: object,
+        *,
+        patterns: list[str] | tuple[str, ...] = (),
+        tokens_per_step: float | None = None,
+        gpu_query: tuple[str, ...] | None = None,
+        rows: bool = True,
+        strict: bool | None = None,
+    ) -> LogReader | None:
         """A reader that goes on from `save()`'s output; None when it cannot be used (it
         was written by another version of the reader, or is damaged)."""
         if not isinstance(saved, dict) or saved.get("version") != STATE_VERSION:
@@ -99,7 +109,10 @@ class LogReader:
             state = RunState.from_dict(saved)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-        return cls(state=state, **options)  # type: ignore[arg-type]
+        return cls(
+            patterns=patterns, tokens_per_step=tokens_per_step, gpu_query=gpu_query, rows=rows,
+            strict=strict, state=state,
+        )  # fmt: skip
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -132,7 +145,9 @@ class LogReader:
         if self.tail:
             found = ev.cut_event(self._untagged(self.tail))
             last = st.last_event
-            if found is not None and not (last and last.line == st.line and last.kind == found.kind):
+            if found is not None and not (
+                last and last.line == st.line and last.kind == found.kind
+            ):
                 self.rec.event(st.line, None, found)
             self.tail = ""
         self._guard(self.blocks.close_all)
@@ -165,7 +180,6 @@ class LogReader:
     def _read(self, text: str) -> None:
         """Step lines of the busiest template are found a block at a time (one finditer)
         and read a run of consecutive lines at a time; the lines between them one by one."""
-        st = self.state
         n = len(text)
         pos = 0
         while pos < n:
@@ -310,10 +324,10 @@ class LogReader:
         """One segment of a line (a line, or one redraw of it), read in a guard."""
         self._guard(self._classify, raw, self.state.line if line is None else line)
 
-    def _guard(self, fn: object, *args: object) -> None:
+    def _guard(self, fn: Callable[..., object], *args: object) -> None:
         """Run a stage; what raises makes the line unread (re-raised in strict mode)."""
         try:
-            fn(*args)  # type: ignore[operator]
+            fn(*args)
         except Unreadable as exc:
             self.rec.unread(self.state.line, str(exc))
         except Exception as exc:

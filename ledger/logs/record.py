@@ -88,8 +88,16 @@ class Recorder:
         text = ev.clip(found.text, 600)
         effect = found.effect or ""
         run.effects.append(
-            Effect(effect, text, line, run.activity, found.weight, found.kind, rank,
-                   self.state.last_step)  # fmt: skip
+            Effect(
+                effect,
+                text,
+                line,
+                run.activity,
+                found.weight,
+                found.kind,
+                rank,
+                self.state.last_step,
+            )
         )
         if len(run.effects) > MAX_EFFECTS:
             del run.effects[0]

@@ -129,7 +129,9 @@ class Read:
 class LineShapes:
     """Reads step lines: learned templates first, then the shape table."""
 
-    def __init__(self, state: RunState, user: tuple[Shape, ...] = (), *, lean: bool = False) -> None:
+    def __init__(
+        self, state: RunState, user: tuple[Shape, ...] = (), *, lean: bool = False
+    ) -> None:
         self.state = state  # holds the log's throughput unit, fixed by its first step line
         self.shapes = (*user, *SHAPES)
         self.compiled = [(s, re.compile(s.pattern) if s.pattern else None) for s in self.shapes]
@@ -155,7 +157,9 @@ class LineShapes:
                 return Read(flat, tpl.names, tpl.unit, tpl.shape, tpl.summary)
         return None
 
-    def read(self, body: str, rank: int | None, prefix: str, *, learn_it: bool = True) -> Read | None:
+    def read(
+        self, body: str, rank: int | None, prefix: str, *, learn_it: bool = True
+    ) -> Read | None:
         """Read a line the slow way, through the shape table; learn a template from it."""
         if len(body) > MAX_LINE:
             return None
@@ -206,9 +210,9 @@ class LineShapes:
         measured = sum(1 for t in line.values if t != k.WALL)
         if not measured and len(line.metrics) < 2 and not line.eval_only:
             return None  # `saving checkpoint at step 100`: a step number and nothing measured
-        if line.step is None and line.position is None and not line.eval_only:
-            if k.LOSS not in line.values and k.THROUGHPUT not in line.values:
-                return None  # nothing says this is a training step
+        unnumbered = line.step is None and line.position is None and not line.eval_only
+        if unnumbered and k.LOSS not in line.values and k.THROUGHPUT not in line.values:
+            return None  # nothing says this is a training step
         return values, unit, line
 
 
@@ -237,3 +241,14 @@ def _flat(line: StepLine, rank: int | None) -> Flat:
     )  # fmt: skip
     assert len(flat) == FLAT_METRICS + 1
     return flat
+
+
+def shape_table() -> str:
+    """The built-in shapes as a Markdown table, for docs/logs.md."""
+    rows = ["| # | shape | the line says | seen in |", "|---|---|---|---|"]
+    for i, shape in enumerate(SHAPES, 1):
+        groups = re.compile(shape.pattern).groupindex if shape.pattern else {}
+        fields = ", ".join(f"`{g}`" for g in groups) or "key/value pairs"
+        seen = shape.examples.replace("|", "\\|")  # a table cell: its pipes escaped
+        rows.append(f"| {i} | {shape.name} | {fields} | {seen} |")
+    return "\n".join(rows)

@@ -14,7 +14,7 @@ import io
 import os
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 CHUNK = 1 << 20
 MAX_LINE = 1 << 16
@@ -31,8 +31,8 @@ def is_gzip(path: str | os.PathLike[str]) -> bool:
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     """A log file for reading, decompressed when it is gzip (whatever its name)."""
     if is_gzip(path):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")  # noqa: SIM115 — the caller closes it
+        return cast(BinaryIO, gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 def open_stream(handle: BinaryIO) -> BinaryIO:
@@ -41,9 +41,9 @@ def open_stream(handle: BinaryIO) -> BinaryIO:
     head = peek(2)[:2] if peek is not None else b""
     if peek is None:
         head = handle.read(2)
-        handle = _Prepend(head, handle)  # type: ignore[assignment]
+        handle = cast(BinaryIO, io.BufferedReader(_Prepend(head, handle)))
     if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+        return cast(BinaryIO, gzip.GzipFile(fileobj=handle, mode="rb"))
     return handle
 
 
@@ -57,7 +57,7 @@ class _Prepend(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+    def readinto(self, b: bytearray) -> int:  # type: ignore[override]  # io's buffer type
         if self.head:
             n = min(len(b), len(self.head))
             b[:n] = self.head[:n]

@@ -14,7 +14,6 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, TypeVar
 
 STATE_VERSION = 2
@@ -32,7 +31,8 @@ class Serial:
     with int keys, non-finite floats included)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]  # subclasses are dataclasses
+        return {f.name: _encode(getattr(self, f.name)) for f in fields}
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:
@@ -41,7 +41,7 @@ class Serial:
             raise ValueError("state is not an object")
         hints = _hints(cls)
         values = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # subclasses are dataclasses
             if f.name in data:
                 values[f.name] = _decode(hints[f.name], data[f.name])
         return cls(**values)
@@ -50,9 +50,14 @@ class Serial:
         return type(self).from_dict(self.to_dict())
 
 
-@cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
 
 
 def _encode(value: Any) -> Any:
@@ -67,7 +72,7 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def _decode(hint: Any, value: Any) -> Any:  # noqa: PLR0911 — one case per kind of hint
+def _decode(hint: Any, value: Any) -> Any:
     if value is None:
         return None
     origin = typing.get_origin(hint)

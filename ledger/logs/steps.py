@@ -77,8 +77,10 @@ class Steps:
         if total:
             st.total = int64(total)
         top = run.max_step
-        if top is not None and step < top and (
-            run.since_step in ("fatal", "ended") or (step <= 1 and top >= 10)
+        if (
+            top is not None
+            and step < top
+            and (run.since_step in ("fatal", "ended") or (step <= 1 and top >= 10))
         ):
             self.rec.restart(line, f"step {step} after step {top}")
             run = st.run
@@ -89,10 +91,10 @@ class Steps:
             self.ranks.add(rank)
             st.ranks.append(rank)
         throughput = flat[FLAT_THROUGHPUT]
-        if throughput is None and st.tokens_per_step and flat[FLAT_STEP_TIME]:
-            if unit in (None, "tok/s"):
-                throughput = st.tokens_per_step / flat[FLAT_STEP_TIME]
-                st.unit = st.unit or "tok/s"
+        derive = st.tokens_per_step and flat[FLAT_STEP_TIME] and unit in (None, "tok/s")
+        if throughput is None and derive:
+            throughput = st.tokens_per_step / flat[FLAT_STEP_TIME]
+            st.unit = st.unit or "tok/s"
         if throughput is not None and -_INF < throughput < _INF:  # not NaN, not inf
             rate = st.rate
             if rate.first is None:
@@ -195,7 +197,7 @@ class Steps:
                 run.activity += 1
             done += 1
             if rows:
-                out_steps.append((rank, step, *flat[5:13]))  # type: ignore[arg-type]
+                out_steps.append((rank, step, *flat[5:13]))
                 values = flat[13]
                 if values:
                     out_metrics.extend(zip(repeat(rank), repeat(step), names, values, strict=False))
@@ -225,12 +227,14 @@ class Steps:
         except Unreadable as exc:
             self.rec.unread(line, str(exc))
 
-    def _row(self, rank: int, step: int, flat: Flat, names: tuple[str, ...], tp: float | None) -> None:
+    def _row(
+        self, rank: int, step: int, flat: Flat, names: tuple[str, ...], tp: float | None
+    ) -> None:
         out = self.rec.out
         row = flat[FLAT_ROW]
         if tp is not None and row[4] is None:
             row = (*row[:4], tp, *row[5:])
-        out.steps.append((rank, step, *row))  # type: ignore[arg-type]
+        out.steps.append((rank, step, *row))
         values = flat[FLAT_METRICS]
         if values:
             out.metrics.extend(zip(repeat(rank), repeat(step), names, values, strict=False))
@@ -278,7 +282,9 @@ class Steps:
             return
         values = flat[FLAT_METRICS]
         if values:
-            self.rec.out.metrics.extend(zip(repeat(rank), repeat(step), names, values, strict=False))
+            self.rec.out.metrics.extend(
+                zip(repeat(rank), repeat(step), names, values, strict=False)
+            )
 
     # -- bars ------------------------------------------------------------------------------
 
@@ -296,8 +302,10 @@ class Steps:
             self._training_bar(bar, prev)
         if bar.done and (prev is None or not prev.done):
             rec.emit(bar.line, K.PROGRESS, bar.describe(), None, st.last_step)
-            if not bar.loading and not evaluating and (
-                st.main_bar == (bar.desc, bar.total) or self._last_epoch(bar)
+            if (
+                not bar.loading
+                and not evaluating
+                and (st.main_bar == (bar.desc, bar.total) or self._last_epoch(bar))
             ):
                 rec.finished(bar.describe(), bar.line)
         if prev is not None:
@@ -377,4 +385,3 @@ def _bar_unit(unit: str | None) -> str | None:
     from ledger.logs.keys import rate_unit
 
     return rate_unit(unit) or unit
-

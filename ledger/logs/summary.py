@@ -49,7 +49,7 @@ def build(state: RunState, *, stalled: bool = False) -> LogSummary:
     progress = None
     if bar is not None:
         progress = Progress(
-            bar.desc, _whole(bar.n), _whole(bar.total), bar.rate, bar.unit, bar.postfix or None,
+            bar.desc, _count(bar.n), _whole(bar.total), bar.rate, bar.unit, bar.postfix or None,
             bar.line, bar.pct,
         )  # fmt: skip
     last_step = state.run.max_step if state.run.max_step is not None else state.max_step
@@ -72,7 +72,9 @@ def build(state: RunState, *, stalled: bool = False) -> LogSummary:
         lines=state.line - 1,
         unread_lines=state.unread,
         unread=[Unread(line, reason) for line, reason in state.unread_first],
-        position=Position(state.last_step, bar.desc if bar else None, _whole(bar.n) if bar else None),
+        position=Position(
+            state.last_step, bar.desc if bar else None, _whole(bar.n) if bar else None
+        ),
         runs=state.runs,
         config=dict(state.config),
         shapes=dict(state.shapes),
@@ -103,6 +105,9 @@ def _event(e: EventState | None) -> LogEvent | None:
 
 
 def _whole(x: float | None) -> float | None:
-    if x is None:
-        return None
-    return int(x) if float(x).is_integer() else x  # type: ignore[return-value]
+    return None if x is None else _count(x)
+
+
+def _count(x: float) -> float:
+    """A count as a person writes it: 81, not 81.0 (an int is a float to the records)."""
+    return int(x) if float(x).is_integer() else x
