@@ -68,6 +68,13 @@ def test_rank_prefixes_give_the_rank() -> None:
     assert ray.throughput.last == 2107.5 and ray.steps == 7
 
 
+def test_launcher_and_collector_tags() -> None:
+    compose = _parse("prefix_compose.log")
+    assert (compose.fate, compose.steps) == ("oom", 8)  # `trainer-1  | ` on every line
+    kubectl = _parse("prefix_kubectl.log")
+    assert (kubectl.steps, kubectl.throughput.last) == (10, 7010)
+
+
 def test_a_rank_prefixed_traceback_names_its_exception() -> None:
     s = _parse("prefix_rank_traceback.log")
     assert s.fate == "crashed"
@@ -176,6 +183,26 @@ def test_bar_states_with_metrics_are_steps() -> None:
     assert {m[2] for m in slow.metrics} == {"lr"}
     plain = parse_text("Training:  50%|█████     | 5/10 [00:05<00:05, 1.0it/s]\n", strict=True)
     assert plain.steps == 0  # a bar without metrics counts no steps
+
+
+def test_a_bar_whose_description_carries_the_step_and_loss() -> None:
+    found = _found((FIXTURES / "torchtune_bar.log").read_text())
+    assert [row[1] for row in found.steps][:3] == [1, 2, 3]  # `1|<step>|Loss: …`
+    assert found.steps[0][7] == 1.999
+
+
+def test_epochs_and_steps_of_both() -> None:
+    s = _parse("pytorch_tutorial_epochs.log")
+    assert (s.steps, s.last_step, s.total_steps, s.fate) == (18, 1800, 1800, "finished")
+    cut = "".join((FIXTURES / "pytorch_tutorial_epochs.log").read_text().splitlines(True)[:10])
+    assert parse_text(cut, strict=True).fate == "running"
+
+
+def test_exit_codes_past_128_are_signals() -> None:
+    s = parse_text(STEPS + "Process finished with exit code 137 (interrupted by signal 9)\n")
+    assert s.fate == "killed"
+    assert parse_text(STEPS + "Process finished with exit code 0\n").fate == "finished"
+    assert parse_text(STEPS + "exited with code 1\n").fate == "crashed"
 
 
 def test_json_lines_are_step_lines() -> None:

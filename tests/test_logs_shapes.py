@@ -72,6 +72,8 @@ EXPECTED = {
     "opennmt_running.log": ("running", 5, 1, 500, "tok/s", 13457, 13461),
     "prefix_bracket_numbers.log": ("crashed", 10, 1, 10, "tok/s", 14001, 14010),
     "prefix_colon_numbers.log": ("crashed", 10, 1, 10, "tok/s", 14001, 14010),
+    "prefix_compose.log": ("oom", 8, 1, 8, "tok/s", 3001, 3008),
+    "prefix_kubectl.log": ("running", 10, 1, 10, "tok/s", 7001, 7010),
     "prefix_comment.log": ("crashed", 10, 1, 10, "tok/s", 14001, 14010),
     "prefix_piped_numbers.log": ("crashed", 10, 1, 10, "tok/s", 14001, 14010),
     "prefix_rank_traceback.log": ("crashed", 3, 1, 3, "tok/s", 12001, 12003),
@@ -79,6 +81,7 @@ EXPECTED = {
     "prefix_srun_labels.log": ("killed", 5, 4, 5, "tok/s", 14000, 14003),
     "probe_output_loading.txt": ("loading", 0, 0, None, None, None, None),
     "prose.txt": ("unknown", 0, 0, None, None, None, None),
+    "pytorch_tutorial_epochs.log": ("finished", 18, 1, 1800, None, None, None),
     "recompile_cache_size_crash.log": ("crashed", 1, 1, 1, None, None, None),
     "recompile_running.log": ("running", 3, 1, 3, "tok/s", 14000, 10400),
     "recompiles_logs.log": ("running", 3, 1, 3, "tok/s", 14100, 10000),
@@ -94,6 +97,7 @@ EXPECTED = {
     "structured_running.log": ("running", 10, 1, 10, "tok/s", 9877, 9886),
     "torchrun_oom.log": ("oom", 5, 1, 5, "tok/s", 9001, 9005),
     "torchtitan_running.log": ("running", 20, 2, 20, "tok/s", 12010, 12201),
+    "torchtune_bar.log": ("running", 40, 1, 40, "it/s", 4.1, 4.1),
     "torchtune_running.log": ("running", 10, 1, 10, "tok/s", 1235.5678901234, 1244.5678901234),
     "unknown_shape.log": ("unknown", 0, 0, None, None, None, None),
     "wrapped_megatron.log": ("running", 6, 1, 60, "TFLOP/s", 181.0, 186.0),
@@ -102,6 +106,7 @@ EXPECTED = {
 # Each built-in line shape (ledger.logs.shapes.SHAPES) and the fixtures written in it.
 SHAPE_FIXTURES = {
     "deepspeed timer": ["deepspeed_killed.log"],
+    "epoch and step of both": ["pytorch_tutorial_epochs.log"],
     "iteration of total": ["megatron_finished.log", "wrapped_megatron.log", "nccl_timeout.log"],
     "epoch and position": ["fairseq_running.log", "fairseq_no_updates.log", "fairseq_valid.log"],
     "step of total": ["opennmt_running.log", "modded_nanogpt_finished.log",

@@ -291,6 +291,8 @@ def _signal(text: str, short: str) -> Found | None:
 
 
 def _from_code(code: int, pid: str | None, short: str) -> Found:
+    if 128 < code < 160:  # a shell's 128 + the signal that ended the process (137: SIGKILL)
+        code = 128 - code
     if code < 0:
         name = SIGNALS.get(-code, f"signal {-code}")
         return Found(K.SIGNAL, short, _signal_effect(name), f"signal:{-code}:{pid}")

@@ -49,6 +49,13 @@ SHAPES: tuple[Shape, ...] = (
         examples="Megatron-LM, Megatron-DeepSpeed",
     ),
     Shape(
+        "epoch and step of both",
+        r"\b[Ee]poch\s*\[?\s*(?P<epoch>\d+)\s*/\s*(?P<epochs>\d+)\s*\]?[\s,|:;-]*"
+        r"(?:[Ss]tep|[Bb]atch|[Ii]ter(?:ation)?)\s*\[?\s*(?P<position>\d+)\s*/\s*(?P<total>\d+)",
+        needle="poch",
+        examples="PyTorch tutorials and scripts (`Epoch [1/10], Step [100/600], Loss: 0.23`)",
+    ),
+    Shape(
         "epoch and position",
         r"\bepoch\s+(?P<epoch>\d+)\s*\|?\s*(?P<position>\d+)\s*/\s*(?P<total>\d+)\b",
         needle="epoch",

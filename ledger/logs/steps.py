@@ -25,6 +25,10 @@ from ledger.model.terms import EventKind as K
 _INF = float("inf")
 _log = math.log
 _EVAL = re.compile(r"eval|valid|test|predict|sanity", re.I)
+# A bar's description that carries metrics: torchtune's `<epoch>|<step>|Loss: <f>`.
+_DESC_METRIC = re.compile(
+    r"^(?:(?P<epoch>\d{1,9})\|(?P<step>\d{1,18})\|)?(?P<metrics>.*\b[Ll]oss\s*[:=]\s*[-+.\d].*)$"
+)
 _EPOCH_OF = re.compile(r"[Ee]poch\s*[:=]?\s*(\d+)(?:\s*/\s*(\d+))?")
 
 
@@ -64,6 +68,10 @@ class Steps:
             raise Unreadable("rank out of range")
         step, position = flat[1], flat[3]
         if position is not None:
+            if "epochs" in names:  # `Epoch [3/10], Step [100/600]`: the run is 10 epochs
+                epochs = flat[FLAT_METRICS][names.index("epochs")]
+                if epochs == epochs and 0 < epochs < 1e9:
+                    st.epochs = int(epochs)
             step, total, summary = self._position(step, flat[2], position, flat[4], summary)
         else:
             total = flat[2]
@@ -257,8 +265,11 @@ class Steps:
             e = int(epoch)
             if st.epoch_base is None or e < st.epoch_base:
                 st.epoch_base = e
+            st.epoch_zero = st.epoch_zero or e == 0
             if step is None:
                 step = int64((e - st.epoch_base) * total + position)
+            if st.epochs and not st.total:  # the run's length, when the epochs are told
+                st.total = int64(st.epochs * total)
             return step, None, summary  # the epoch's length, not the run's
         return (step if step is not None else position), total, summary
 
@@ -340,13 +351,16 @@ class Steps:
                 rate.add(bar.rate)
         if st.main_bar is None and bar.total and "epoch" not in bar.desc.lower():
             st.main_bar = (bar.desc, bar.total)
-        if bar.postfix and "=" in bar.postfix:
+        if (bar.postfix and "=" in bar.postfix) or _DESC_METRIC.search(bar.desc):
             self._bar_step(bar, m)
 
     def _bar_step(self, bar: Bar, epoch: re.Match[str] | None) -> None:
-        """A bar state with metrics after its rate (`loss=2.3, acc=0.8`) is a step."""
-        values, _unit = pairs.find(bar.postfix, [], None)
-        line = pairs.convert(pairs.texts_of(bar.postfix, values), values, None)
+        """A bar state with metrics after its rate (`loss=2.3, acc=0.8`), or in its
+        description (torchtune's `1|100|Loss: 1.23`), is a step."""
+        said = _DESC_METRIC.search(bar.desc)
+        text = f"{said.group('metrics')} | {bar.postfix}" if said else bar.postfix
+        values, _unit = pairs.find(text, [], None)
+        line = pairs.convert(pairs.texts_of(text, values), values, None)
         metrics = [(n, x) for n, x in line.metrics if n != "v_num"]
         if LOSS not in line.values and not metrics:
             return
@@ -354,7 +368,9 @@ class Steps:
         if n <= 0:
             return  # no step done yet: the postfix shows what came before
         step = n
-        if epoch is not None and bar.total:
+        if said is not None and said.group("step"):
+            step = int64(int(said.group("step")))  # the global step the description says
+        elif epoch is not None and bar.total:
             e = int(epoch.group(1))
             st = self.state
             if st.epoch_base is None or e < st.epoch_base:
