@@ -109,6 +109,18 @@ class Progress(Record):
     line: int
     pct: float | None
 
+    def describe(self) -> str:
+        """`Loading weights 81/851 (10%)` for a person."""
+        head = self.desc or "progress"
+        n = _count(self.n)
+        if self.total:
+            return f"{head} {n}/{_count(self.total)} ({100 * self.n / self.total:.0f}%)"
+        return f"{head} {n}"
+
+
+def _count(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
 
 @dataclass(frozen=True)
 class Position(Record):
