@@ -205,6 +205,26 @@ def test_exit_codes_past_128_are_signals() -> None:
     assert parse_text(STEPS + "exited with code 1\n").fate == "crashed"
 
 
+def test_a_metrics_csv_is_step_lines() -> None:
+    s = _parse("metrics_running.csv")  # Lightning's CSVLogger, or a script's own
+    assert (s.steps, s.last_step, s.throughput.last) == (10, 499, 1399)
+    found = _found((FIXTURES / "metrics_running.csv").read_text())
+    assert {m[2] for m in found.metrics if m[1] == 499} >= {"val_loss"}  # a repeat: a metric
+
+
+def test_tools_that_repeat_figures_after_a_run() -> None:
+    s = _parse("wandb_summary_finished.log")
+    assert (s.steps, s.fate) == (3, "finished")  # W&B's summary is neither steps nor noise
+
+
+def test_out_of_memory_said_by_other_stacks() -> None:
+    assert _parse("maxtext_xla_oom.log").fate == "oom"
+    tf = parse_text(STEPS + "ResourceExhaustedError: OOM when allocating tensor with shape[8]\n")
+    assert tf.fate == "oom"
+    host = parse_text(STEPS + "Out of memory: Killed process 4242 (python)\n")
+    assert host.fate == "killed"  # the host's OOM killer: a kill, not a CUDA OOM
+
+
 def test_json_lines_are_step_lines() -> None:
     s = _parse("jsonl_trainer.log")
     assert (s.steps, s.last_step, s.total_steps, s.fate) == (10, 100, 100, "finished")

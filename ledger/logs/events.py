@@ -23,11 +23,13 @@ _HINT = re.compile(
     r"|Aborted|core dumped|Fatal|FATAL|[Ww]arning|WARN|train_runtime|[Tt]raining"
     r"|[Ff]inished|Done training|fit` stopped|exits successfully|final (?:checkpoint|model)"
     r"|CANCELLED|DUE TO|[Rr]estart|[Rr]esuming|End of|OMP_NUM_THREADS|Running training"
-    r"|elastic_operator|[Rr]elaunch"
+    r"|elastic_operator|[Rr]elaunch|Run summary|RESOURCE_EXHAUSTED"
 )
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory"
     r"|XPU out of memory|CUBLAS_STATUS_ALLOC_FAILED|MPS backend out of memory"
+    r"|RESOURCE_EXHAUSTED: Out of memory|Out of memory while trying to allocate"
+    r"|OOM when allocating tensor|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
 )
 _TRIED = re.compile(r"Tried to allocate (\d[\d.]*\s*[KMGT]?i?B)")
 _OOM_GPU = re.compile(r"GPU (\d+)")
@@ -69,7 +71,7 @@ _FINISHED = re.compile(
     r"\btrain_runtime\b|[Tt]raining (?:is )?(?:completed?|finished|done|ended)\b"
     r"|Finished training|Done training|`Trainer\.fit` stopped|exits successfully"
     r"|\b[Ee]nd of training\b|[Ss]aving (?:the )?final (?:checkpoint|model)|done training"
-    r"|[Tt]raining (?:run )?complete\b|[Tt]otal training time"
+    r"|[Tt]raining (?:run )?complete\b|[Tt]otal training time|wandb: Run summary"
 )
 _TEST_SUMMARY = re.compile(
     r"\b(?:[Tt]est|TEST)(?: set)?[ _](?:metric|results?|loss|acc(?:uracy)?|ppl|perplexity)\b"

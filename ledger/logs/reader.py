@@ -23,6 +23,7 @@ from collections.abc import Callable
 from ledger.logs import events as ev
 from ledger.logs import nvsmi, runconfig
 from ledger.logs.blocks import Blocks
+from ledger.logs.keys import normalize
 from ledger.logs.lines import Splitter, clean
 from ledger.logs.numbers import Unreadable
 from ledger.logs.progress import find_bars
@@ -42,6 +43,11 @@ _LOGLIKE = re.compile(
     r"\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL)\b|\[[^\]]{0,200}\]"
     r"|\w[=:]\s*[-+]?\.?\d|\d/\d|\d%|[{}|]|^\s+\S|\d\.\d"
 )
+_COLUMN = re.compile(r"[A-Za-z_][\w./\-]{0,80}")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|NaN|-inf")
+_TABLE_KEYS = {"step", "global_step", "iteration", "iter", "loss", "train_loss", "epoch"}
+# Lines of tools that repeat a run's figures after it: W&B's run summary and history.
+_NOT_STEPS = ("wandb:", "wandb: ")
 _INF = float("inf")
 _NINF = -_INF
 _SNIFF_CHARS = 1 << 16
@@ -381,13 +387,15 @@ class LogReader:
             return
         if runconfig.hint(body) and self._config(line, rank, body):
             return
+        if "," in body and self._table(line, rank, body):
+            return
         if self._gpu(body):
             return
         if ev.init_hint(body):
             self.rec.start(line, body, strong=False)
             self.rec.loading(line, body)
             return
-        if _DIGIT.search(body) is None:
+        if _DIGIT.search(body) is None or body.startswith(_NOT_STEPS):
             return
         m = _EPOCH_LINE.match(body)
         if m is not None:  # Keras' `Epoch 3/10` before the epoch's step line
@@ -440,6 +448,28 @@ class LogReader:
             bar = st.bar
             return bool(bar and bar.done and self.steps._last_epoch(bar))
         return st.epoch >= st.epochs - (1 if st.epoch_zero else 0)
+
+    # -- a metrics CSV (`step,loss,tokens_per_sec` then rows of numbers) ---------------------
+
+    def _table(self, line: int, rank: int | None, body: str) -> bool:
+        st = self.state
+        cells = [c.strip() for c in body.split(",")]
+        columns = st.table_columns
+        if columns is not None:
+            if len(cells) == len(columns) and all(not c or _NUMBER.fullmatch(c) for c in cells):
+                text = " | ".join(f"{k}={v}" for k, v in zip(columns, cells, strict=True) if v)
+                read = self.shapes.read(text, rank, "", learn_it=False)
+                if read is not None:
+                    self.steps.take_read(line, read)
+                return True
+            st.table_columns = None  # the table ended
+        if 2 <= len(cells) <= 64 and all(_COLUMN.fullmatch(c) for c in cells):
+            names = {normalize(c) for c in cells}
+            if names & _TABLE_KEYS:
+                st.table_columns = cells
+                st.content.evidence = True
+                return True
+        return False
 
     # -- nvidia-smi ------------------------------------------------------------------------
 

@@ -115,6 +115,7 @@ class RunState(Serial):
     config: dict[str, str] = field(default_factory=dict)
     gpus: dict[int, Gpu] = field(default_factory=dict)
     csv_fields: list[str] | None = None
+    table_columns: list[str] | None = None  # a metrics CSV's header (`step,loss,…`)
     csv_next: int = 0
     table_gpu: Gpu | None = None
     tracebacks: dict[int | None, Pending] = field(default_factory=dict)

@@ -56,10 +56,20 @@ SHAPES: tuple[Shape, ...] = (
         examples="PyTorch tutorials and scripts (`Epoch [1/10], Step [100/600], Loss: 0.23`)",
     ),
     Shape(
+        "epoch and position in brackets",
+        r"\b[Ee]poch(?:\(\w+\))?\s*\[\s*(?P<epoch>\d+)\s*\]\s*\[\s*(?P<position>\d+)\s*/\s*"
+        r"(?P<total>\d+)\s*\]",
+        needle="poch",
+        examples="mmengine and mmcv (`Epoch(train) [1][ 50/500]  lr: … loss: 1.9`)",
+    ),
+    Shape(
         "epoch and position",
-        r"\bepoch\s+(?P<epoch>\d+)\s*\|?\s*(?P<position>\d+)\s*/\s*(?P<total>\d+)\b",
-        needle="epoch",
-        examples="fairseq (`| epoch 003 | 100 / 400 …`; num_updates, when shown, is the step)",
+        r"\b[Ee]poch\s*[:=]?\s*(?P<epoch>\d+)\s*[|,;:\]]?\s*"
+        r"(?:(?:[Ss]tep|[Bb]atch|[Ii]ter(?:ation)?)\s*[:=]?\s*\[?\s*)?"
+        r"(?P<position>\d+)\s*/\s*(?P<total>\d+)\b",
+        needle="poch",
+        examples="fairseq (`| epoch 003 | 100 / 400 …`; num_updates, when shown, is the step), "
+        "`Epoch 3 | Batch 100/500 | Loss …`",
     ),
     Shape(
         "step of total",
@@ -98,7 +108,7 @@ _INTS = {"step", "rank", "total", "position"}
 _INF = float("inf")
 _EVALUATION = re.compile(
     r"\b(?:valid(?:ation)?|eval(?:uation)?|test(?:ing)?|Validation|Evaluation|Test)\b"
-    r"(?! *[:=] *\d)"
+    r"(?! *[:=] *\d)|\((?:val|test)\)"
 )
 MAX_TEMPLATES = 24
 
