@@ -55,8 +55,9 @@ _BARE = re.compile(
 _FRACTION = re.compile(r"(?<![\w./:\-])(?P<n>\d+)[ \t]*/[ \t]*(?P<total>\d+)(?![\w./])")
 HEAD = re.compile(
     r"(?:[ \t]*(?:\[[^\]\n]{0,100}\]|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\n]{1,120}\]"
-    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|(?:\d{4}/)?\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)?"
-    r"(?:Z|[+-]\d\d:?\d\d)?|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|-|\|)[:,]?)*[ \t]*"
+    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"|(?:\d{4}/)?\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)?"
+    r"|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|-|\|)[:,]?)*[ \t]*"
 )
 TIMESTAMP = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?"
