@@ -141,3 +141,14 @@ def test_parse_refuses_what_is_not_a_file(tmp_path: Path) -> None:
     refused = run_cli("parse", str(fifo))
     assert refused.exit_code == 2 and refused.stderr.startswith("Error:")  # a usage error
     assert "give -" in refused.stderr
+
+
+def test_a_file_that_is_not_a_log_says_what_it_is(lg: Any, tmp_path: Path) -> None:
+    import pytest
+
+    from ledger.errors import BadContentError
+
+    for name, said in (("empty.log", "empty"), ("binary.bin", "binary"), ("prose.txt", "prose")):
+        with pytest.raises(BadContentError, match=f"no training output \\(the file is {said}"):
+            lg.ingest(FIXTURES / name, f"x_{said}")
+    assert lg.runs() == []

@@ -284,9 +284,8 @@ def read_log(
     data = summary.to_dict()
     if created and not has_training_output(data, summary.fate):
         # rolls the transaction back: no run is made for a file with nothing of training in it
-        raise NoTrainingOutput(
-            f"{file} holds no training output (no step, bar or event); no run made"
-        )
+        what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
+        raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
     took = not done.rows.steps or _kept_own_rows(session, run_row.id, lf.id)
     lf.offset = offset
     lf.size = max(size, offset) if not packed else size  # it may have grown while read
