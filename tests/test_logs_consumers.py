@@ -152,3 +152,18 @@ def test_a_file_that_is_not_a_log_says_what_it_is(lg: Any, tmp_path: Path) -> No
         with pytest.raises(BadContentError, match=f"no training output \\(the file is {said}"):
             lg.ingest(FIXTURES / name, f"x_{said}")
     assert lg.runs() == []
+
+
+def test_config_items_pass_the_redaction_gate(lg: Any, db_url: str, tmp_path: Path) -> None:
+    token = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"
+    log = tmp_path / "train_secret.log"
+    log.write_text(
+        f"Namespace(lr=0.001, hf_token='{token}', wandb_api_key='0123456789abcdef0123456789abcdef01234567')\n"  # noqa: E501
+        "step 1 | loss 2.0 | tok/s 100\n"
+    )
+    lg.ingest(log)
+    stored = dict(_rows(db_url, "SELECT key, value FROM run_config WHERE source = 'log'"))
+    assert stored["arg.lr"] == "0.001"
+    everything = " ".join(str(v) for v in stored.values())
+    assert token not in everything and "0123456789abcdef0123456789abcdef" not in everything
+    assert {"arg.hf_token", "arg.wandb_api_key"} <= set(stored)  # kept, their values masked
