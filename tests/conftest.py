@@ -21,6 +21,9 @@ from urllib.parse import quote
 import pytest
 
 PG_ENV = "LEDGER_TEST_PG_URL"
+# The log reader runs strict in tests: an internal exception fails the test instead of
+# becoming a counted unread line (ledger.logs.reader.strict_default).
+os.environ.setdefault("LEDGER_LOGS_STRICT", "1")
 BACKEND = os.environ.get("LEDGER_TEST_BACKEND", "sqlite")
 
 

@@ -62,11 +62,16 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
         from ledger.logs.nvsmi import describe
 
         lines.append("  " + describe(s["gpus"]))
+    if s.get("unread_lines"):
+        first = s.get("unread") or [{}]
+        where = f" (first: line {first[0]['line']}, {first[0]['reason']})" if first[0] else ""
+        n = s["unread_lines"]
+        lines.append(f"  {n:,} line{'s' if n != 1 else ''} could not be read{where}")
     return "\n".join(lines)
 
 
 @cli.command()
-@click.argument("log", required=False, type=click.Path(dir_okay=False))
+@click.argument("log", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @pattern_option
 @click.option(
     "--tokens-per-step",
@@ -85,11 +90,15 @@ def parse(
 ) -> None:
     """Read LOG and say what ingest would conclude: fate, steps, throughput, bars, events.
 
-    Needs no ledger. With --json: {"fate", "steps", "ranks", "throughput", "progress",
-    "events", "last_event", "gpus", …}.
+    LOG is a file (plain or gzip) or - for standard input (ssh host tail train.log |
+    ledger parse -). It says how many lines it could not read, if any. Needs no ledger.
+    With --json: {"content", "fate", "steps", "ranks", "throughput", "progress", "events",
+    "last_event", "gpus", "unread_lines", "unread", "position", "config", …}.
     """
+    import stat
+
     from ledger.errors import InputFileError, UsageError
-    from ledger.logs import parse_file
+    from ledger.logs import parse_file, parse_stream
     from ledger.logs.fate import rule_table
 
     if rules:
@@ -97,16 +106,32 @@ def parse(
         return
     if log is None:
         raise click.UsageError("Missing argument 'LOG'.")
-    if not os.path.exists(log):
-        raise InputFileError(f"{log}: no such file")
+    if log != "-":
+        try:
+            info = os.stat(log)
+        except FileNotFoundError:
+            raise InputFileError(f"{log}: no such file") from None
+        except OSError as exc:
+            raise InputFileError(f"cannot read {log}: {exc.strerror or exc}") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise InputFileError(
+                f"{log} is not a regular file; to read a pipe, give - and pipe it in"
+            )
     try:
-        summary = parse_file(log, patterns=patterns, tokens_per_step=tokens_per_step)
+        if log == "-":
+            summary = parse_stream(
+                sys.stdin.buffer, patterns=patterns,
+                tokens_per_step=tokens_per_step,
+            )  # fmt: skip
+        else:
+            summary = parse_file(log, patterns=patterns, tokens_per_step=tokens_per_step)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise InputFileError(f"cannot read {log}: {exc.strerror or exc}") from exc
     data = summary.to_dict()
-    emit(data, as_json, lambda d: render_summary(d, os.path.basename(log)))
+    name = "stdin" if log == "-" else os.path.basename(log)
+    emit(data, as_json, lambda d: render_summary(d, name))
 
 
 @cli.command()
@@ -186,7 +211,11 @@ def _ingest_line(r: records.IngestResult) -> str:
         what = "nothing new"
     reset = f" ({r.reset}: read again from the start)" if r.reset else ""
     reason = f" — {r.fate_reason[:120]}" if r.fate_reason else ""
-    return f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{reset}; fate {r.fate}{reason}"
+    unread = f", {r.unread_lines:,} lines could not be read" if r.unread_lines else ""
+    return (
+        f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{unread}{reset}; "
+        f"fate {r.fate}{reason}"
+    )
 
 
 def _follow(

@@ -1,21 +1,25 @@
-"""Understanding training logs: a streaming reader, metric-line shapes, progress bars,
-events (tracebacks, OOM, NCCL, recompiles, signals), nvidia-smi output and the fate rule
+"""Understanding training logs: a streaming reader in stages (line splitter, line
+classifier, run state), step-line shapes as data, progress bars, events (tracebacks, OOM,
+NCCL, recompiles, signals, restarts), config items, nvidia-smi output and the fate rule
 table. Plain Python: nothing here knows about click or the database.
 
     from ledger.logs import parse_file
-    summary = parse_file("train_eager_dynamiccopy.log")
-    summary.fate, summary.throughput
+    summary = parse_file("train_eager_dynamiccopy.log")     # plain or gzip
+    summary.fate, summary.throughput.last, summary.unread_lines
+
+Incremental reading (what ingest and watch do) goes through ledger.logs.reader.LogReader.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from ledger.logs.parser import LogParser, Summary
+    from ledger.logs.reader import LogReader
+    from ledger.model.logs import LogSummary
 
-__all__ = ["parse_file", "parse_text"]
+__all__ = ["parse_file", "parse_stream", "parse_text", "read_text"]
 
 
 def parse_file(
@@ -24,17 +28,55 @@ def parse_file(
     patterns: list[str] | tuple[str, ...] = (),
     tokens_per_step: float | None = None,
     gpu_query: tuple[str, ...] | None = None,
-) -> Summary:
-    """Read a whole log (in bounded memory) and say what it amounts to."""
-    from ledger.logs.parser import LogParser
-    from ledger.logs.reader import read_blocks
+    strict: bool | None = None,
+) -> LogSummary:
+    """Read a whole log (in bounded memory; gzip is read as what it holds)."""
+    from ledger.logs.source import open_log
 
-    parser = LogParser(patterns=patterns, tokens_per_step=tokens_per_step, gpu_query=gpu_query)
-    with open(path, "rb") as handle:
-        for text, _end, _complete in read_blocks(handle):
-            parser.feed(text)
-    parser.finish()
-    return parser.summary()
+    with open_log(path) as handle:
+        return parse_stream(
+            handle, patterns=patterns, tokens_per_step=tokens_per_step, gpu_query=gpu_query,
+            strict=strict,
+        )  # fmt: skip
+
+
+def parse_stream(
+    handle: BinaryIO,
+    *,
+    patterns: list[str] | tuple[str, ...] = (),
+    tokens_per_step: float | None = None,
+    gpu_query: tuple[str, ...] | None = None,
+    strict: bool | None = None,
+) -> LogSummary:
+    """Read a binary stream to its end (standard input: `ledger parse -`)."""
+    from ledger.logs.reader import LogReader
+    from ledger.logs.source import STREAM_ERRORS, open_stream, read_blocks
+
+    reader = LogReader(
+        patterns=patterns, tokens_per_step=tokens_per_step, gpu_query=gpu_query, rows=False,
+        strict=strict,
+    )  # fmt: skip
+    try:
+        for text, _end, _complete in read_blocks(open_stream(handle)):
+            reader.feed(text)
+    except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is read
+        reader.rec.unread(reader.state.line, f"compressed stream cut short ({type(exc).__name__})")
+    return reader.summary()
+
+
+def read_text(
+    text: str,
+    *,
+    patterns: list[str] | tuple[str, ...] = (),
+    gpu_query: tuple[str, ...] | None = None,
+    strict: bool | None = None,
+) -> LogReader:
+    """A reader that has read `text` (a probe's output): ask it for `summary(stalled=…)`."""
+    from ledger.logs.reader import LogReader
+
+    reader = LogReader(patterns=patterns, gpu_query=gpu_query, rows=False, strict=strict)
+    reader.feed(text)
+    return reader
 
 
 def parse_text(
@@ -43,12 +85,8 @@ def parse_text(
     patterns: list[str] | tuple[str, ...] = (),
     gpu_query: tuple[str, ...] | None = None,
     stalled: bool = False,
-) -> tuple[LogParser, Summary]:
-    """Read text already in memory (a probe's output); returns the parser and its summary."""
-    from ledger.logs.parser import LogParser
-    from ledger.logs.reader import clean
-
-    parser = LogParser(patterns=patterns, gpu_query=gpu_query)
-    parser.feed(clean(text))
-    parser.finish()
-    return parser, parser.summary(stalled=stalled)
+    strict: bool | None = None,
+) -> LogSummary:
+    """What text already in memory amounts to, its position included."""
+    reader = read_text(text, patterns=patterns, gpu_query=gpu_query, strict=strict)
+    return reader.summary(stalled=stalled)

@@ -1,8 +1,7 @@
 """The fate of a run, decided by a small rule table (docs/logs.md prints it).
 
-The parser reduces a log to `Facts`; the first rule whose test holds names the fate.
-An event that training went on from (two or more further steps or bar advances, or a
-final summary after it) no longer counts: a caught OOM is not the run's end.
+`facts(state)` reduces what the reader saw of the log's last run to `Facts`; the first rule
+whose test holds names the fate. A pure function of the state: deciding never changes it.
 """
 
 from __future__ import annotations
@@ -10,104 +9,154 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ledger.logs.runstate import Effect, RunState
+from ledger.model.terms import Fate
+
+RECOVERY = 2  # advances of training after an event that make it a survived one
+_FATAL = ("oom", "nccl", "crashed", "killed", "cancelled", "exit_error")
+
 
 @dataclass
 class Facts:
     """What the rules look at."""
 
-    effects: list[tuple[str, str, int]] = field(default_factory=list)  # (effect, text, line)
-    finished: tuple[str, int] | None = None  # (text, line) of the last sign of a clean end
+    effects: list[Effect] = field(default_factory=list)
+    finished: Effect | None = None  # the last sign of a clean end
     loading: str | None = None  # what is loading, when loading is the last thing seen
     training: str | None = None  # the last step or training bar, when training was seen
     stalled: bool = False  # the caller saw the log stop growing (follow, probe)
 
-    def first(self, effect: str) -> tuple[str, str, int] | None:
-        for item in reversed(self.effects):
-            if item[0] == effect:
-                return item
-        return None
+    def cause(self, *effects: str) -> Effect | None:
+        """The event that says it best: the most telling text, the earliest of those."""
+        found = [e for e in self.effects if e.effect in effects]
+        if not found:
+            return None
+        best = max(e.weight for e in found)
+        return next(e for e in found if e.weight == best)
 
 
-Rule = tuple[str, str, Callable[[Facts], str | None]]
+def facts(state: RunState, *, stalled: bool = False) -> Facts:
+    """The facts of the log's last run (an earlier run's traceback is not among them)."""
+    run = state.run
+    done_at = run.finished.mark if run.finished else -1
+    effects = []
+    cancelled = next((e for e in run.effects if e.effect == "cancelled"), None)
+    for e in run.effects:
+        if run.activity - e.mark >= RECOVERY or e.mark < done_at:
+            continue  # training went on after it, or it came before a clean end
+        if run.finished and e.line < run.finished.line and e.mark <= done_at:
+            continue
+        if cancelled is not None and e.line > cancelled.line and e.effect != "oom":
+            continue  # a traceback after the scheduler's cancellation is its consequence
+        effects.append(e)
+    finished = None
+    if run.finished and run.activity - run.finished.mark < RECOVERY:
+        finished = run.finished
+    what = run.phase_what
+    if not what and state.last_step is not None:
+        what = f"step {state.last_step}" + (f"/{state.total}" if state.total else "")
+    return Facts(
+        effects=effects,
+        finished=finished,
+        loading=what if run.phase == "loading" else None,
+        training=what if run.phase == "training" or run.trained else None,
+        stalled=stalled,
+    )
 
 
-def _effect(name: str) -> Callable[[Facts], str | None]:
-    def test(facts: Facts) -> str | None:
-        item = facts.first(name)
-        return f"{item[1]} (line {item[2]})" if item else None
+Rule = tuple[Fate, str, Callable[[Facts], str | None]]
+
+
+def _cause(*names: str) -> Callable[[Facts], str | None]:
+    def test(f: Facts) -> str | None:
+        e = f.cause(*names)
+        return f"{e.text} (line {e.line})" if e else None
 
     return test
 
 
-def _finished(facts: Facts) -> str | None:
-    return f"{facts.finished[0]} (line {facts.finished[1]})" if facts.finished else None
+def _finished(f: Facts) -> str | None:
+    return f"{f.finished.text} (line {f.finished.line})" if f.finished else None
 
 
-def _stalled(facts: Facts) -> str | None:
-    if not facts.stalled:
+def _stalled(f: Facts) -> str | None:
+    if not f.stalled:
         return None
-    last = facts.loading or facts.training
+    last = f.loading or f.training
     return f"the log stopped growing; last: {last}" if last else "the log stopped growing"
 
 
 RULES: tuple[Rule, ...] = (
     (
-        "oom",
+        Fate.OOM,
         "a CUDA out-of-memory error, even when the launcher then reports a failed child "
         "or other ranks time out",
-        _effect("oom"),
+        _cause("oom"),
     ),
     (
-        "nccl",
-        "an NCCL failure: a watchdog timeout, an NCCL error, a DistBackendError "
-        "(a SIGABRT or return code -6 after it is a consequence)",
-        _effect("nccl"),
+        Fate.NCCL,
+        "an NCCL failure: the watchdog's timeout (its operation and timeout are the "
+        "reason), an NCCL error, a DistBackendError (a SIGABRT or return code -6 after it "
+        "is a consequence)",
+        _cause("nccl"),
     ),
     (
-        "crashed",
-        "a worker's traceback, an uncaught exception, a crash signal (SIGSEGV, "
-        "SIGABRT, core dumped); the launcher's own ChildFailedError does not count",
-        _effect("crashed"),
+        Fate.CRASHED,
+        "a worker's traceback, an uncaught exception, a crash signal (SIGSEGV, SIGABRT, "
+        "core dumped); the launcher's own ChildFailedError does not count, nor a traceback "
+        "after a Slurm cancellation",
+        _cause("crashed"),
     ),
     (
-        "killed",
-        "a kill: exitcode -9/-15, `Killed`, SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
-        _effect("killed"),
+        Fate.KILLED,
+        "a kill: Slurm's `CANCELLED` (time limit, user, preemption), exitcode -9/-15, "
+        "`Killed`, SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
+        _cause("cancelled", "killed"),
     ),
     (
-        "crashed",
+        Fate.CRASHED,
         "the launcher reports a positive exit code and nothing says why",
-        _effect("exit_error"),
+        _cause("exit_error"),
     ),
     (
-        "finished",
-        "a final summary (train_runtime), `Training completed`, the last step equal "
-        "to the announced total, the main bar at its total, exit code 0",
+        Fate.FINISHED,
+        "a final summary (`train_runtime`), `Training completed`, `End of training`, "
+        "`saving final checkpoint`, a test summary after the last epoch, the last step "
+        "equal to the announced total, the main bar at its total, the last epoch's bar at "
+        "100 %, exit code 0",
         _finished,
     ),
-    ("stalled", "a followed or probed log stopped growing while loading or running", _stalled),
+    (Fate.STALLED, "a followed or probed log stopped growing while loading or running", _stalled),
     (
-        "loading",
-        "a loading bar or `Loading…`/`Materializing` note is the last thing seen, "
-        "with no training step after it",
+        Fate.LOADING,
+        "no training step yet, and the run is loading: a loading bar, `Loading…`, library "
+        "patches, model summaries, parameter counts, config dumps, datasets being built",
         lambda f: f.loading,
     ),
-    ("running", "step lines or a training bar, and no end", lambda f: f.training),
-    ("unknown", "nothing above: a log in a shape the reader does not know", lambda f: ""),
+    (
+        Fate.RUNNING,
+        "step lines or a training bar, and no end (a log that stops is running, never "
+        "finished; noise between step lines ends nothing)",
+        lambda f: f.training,
+    ),
+    (Fate.UNKNOWN, "nothing above: a log in a shape the reader does not know", lambda f: ""),
 )
 
 
-def decide(facts: Facts) -> tuple[str, str]:
+def decide(f: Facts) -> tuple[str, str]:
     """(fate, reason) by the first rule that holds."""
     for fate, _doc, test in RULES:
-        reason = test(facts)
+        reason = test(f)
         if reason is not None:
-            return fate, reason
-    return "unknown", ""  # pragma: no cover — the last rule always holds
+            return fate.value, reason
+    return Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule always holds
 
 
 def rule_table() -> str:
     """The rules as a Markdown table, for docs/logs.md and `ledger parse --rules`."""
     rows = ["| # | fate | when |", "|---|---|---|"]
-    rows += [f"| {i} | {fate} | {doc} |" for i, (fate, doc, _t) in enumerate(RULES, 1)]
+    rows += [f"| {i} | {fate.value} | {doc} |" for i, (fate, doc, _t) in enumerate(RULES, 1)]
     return "\n".join(rows)
+
+
+FATAL = _FATAL

@@ -5,6 +5,21 @@ from __future__ import annotations
 import math
 import re
 
+from ledger.model.logs import INT64_MAX
+
+
+class Unreadable(Exception):
+    """A line the reader refuses on purpose (a step no 64-bit column holds): it is counted
+    as unread, in strict mode too, and the rest of the log is read."""
+
+
+def int64(value: int, what: str = "step") -> int:
+    """`value` when a signed 64-bit column can hold it; else the line is unread."""
+    if -INT64_MAX - 1 <= value <= INT64_MAX:
+        return value
+    raise Unreadable(f"{what} out of range")
+
+
 # A number as the metric shapes capture it (the unit, if any, is matched after it).
 # Thousands separators come in groups of three, so `12345,` (a number, then a comma that
 # separates fields) is the number 12345.
@@ -47,11 +62,31 @@ def to_float(text: str) -> float | None:
         return None
 
 
-def to_int(text: str) -> int | None:
-    value = to_float(text)
-    if value is None or not math.isfinite(value):
+def to_int(text: str, what: str = "step") -> int | None:
+    """`text` as an int within 64 bits; None when it is not a number; a number out of
+    range (`1e308`, 2**63) makes the line unread."""
+    cleaned = text.replace(",", "").strip()
+    if cleaned.isdigit() or (cleaned[:1] in "+-" and cleaned[1:].isdigit()):
+        if len(cleaned) > 20:
+            raise Unreadable(f"{what} out of range")
+        return int64(int(cleaned), what)
+    value = to_float(cleaned)
+    if value is None:
         return None
-    return int(value)
+    if not math.isfinite(value) or abs(value) > INT64_MAX:
+        if math.isnan(value):
+            return None
+        raise Unreadable(f"{what} out of range")
+    return int64(int(value), what)
+
+
+def written_float(text: str) -> float | None:
+    """`text` as a float, as written: NaN and inf only when the log wrote them; a finite
+    number too large for a float (`1e400`) makes the line unread."""
+    value = to_float(text)
+    if value is not None and math.isinf(value) and "inf" not in text.lower():
+        raise Unreadable("number out of range")
+    return value
 
 
 def suffix_scale(unit: str) -> float | None:

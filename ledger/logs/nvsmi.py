@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.logs.numbers import memory_scale, to_float
+from ledger.logs.state import Serial
 
 DEFAULT_QUERY = ("index", "memory.used", "utilization.gpu")
 
@@ -19,27 +21,19 @@ _TABLE_UTIL = re.compile(r"(?P<util>\d+)%")
 
 
 @dataclass
-class Gpu:
+class Gpu(Serial):
     index: int
     name: str | None = None
     memory_used_mib: float | None = None
     memory_total_mib: float | None = None
     utilization_pct: float | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "memory_used_mib": self.memory_used_mib,
-            "memory_total_mib": self.memory_total_mib,
-            "utilization_pct": self.utilization_pct,
-        }
 
-
-def describe(gpus: list[dict[str, object]]) -> str:
-    """`8 GPUs, 61.2 GiB used on average, 0% util` for a person."""
-    used = [float(g["memory_used_mib"]) for g in gpus if g.get("memory_used_mib") is not None]  # type: ignore[arg-type]
-    util = [float(g["utilization_pct"]) for g in gpus if g.get("utilization_pct") is not None]  # type: ignore[arg-type]
+def describe(gpus: list[Any]) -> str:
+    """`8 GPUs, 61.2 GiB used on average, 0% util` for a person (GPUs as records or dicts)."""
+    rows = [g if isinstance(g, dict) else g.to_dict() for g in gpus]
+    used = [float(g["memory_used_mib"]) for g in rows if g.get("memory_used_mib") is not None]
+    util = [float(g["utilization_pct"]) for g in rows if g.get("utilization_pct") is not None]
     bits = [f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"]
     if used:
         bits.append(f"{sum(used) / len(used) / 1024:.1f} GiB used on average")
@@ -79,7 +73,7 @@ def csv_row(line: str, fields: tuple[str, ...] | None, expect_index: int | None)
     if len(cells) < 2 or len(cells) > 32:
         return None
     guessed = fields is None or len(fields) != len(cells)
-    if guessed:
+    if fields is None or guessed:
         fields = _guess(cells)
         if fields is None:
             return None
@@ -150,29 +144,20 @@ def _pct(cell: str) -> float | None:
     return to_float(cell.rstrip("%").strip())
 
 
-class TableReader:
-    """The plain `nvidia-smi` table: a GPU line, then its memory and utilization line."""
-
-    def __init__(self) -> None:
-        self.pending: Gpu | None = None
-
-    def feed(self, line: str) -> tuple[bool, Gpu | None]:
-        """(whether the line belongs to a table, the GPU it completes)."""
-        if not line.startswith("|"):
-            self.pending = None
-            return False, None
-        m = _TABLE_GPU.match(line)
-        if m is not None:
-            self.pending = Gpu(int(m.group("index")), name=m.group("name").strip())
-            return True, None
-        mem = _TABLE_MEM.search(line)
-        if self.pending is None or mem is None:
-            return "MiB" in line or "NVIDIA-SMI" in line or line.startswith("|="), None
-        gpu = self.pending
-        self.pending = None
-        gpu.memory_used_mib = float(mem.group("used"))
-        gpu.memory_total_mib = float(mem.group("total"))
-        util = _TABLE_UTIL.search(line, mem.end())
-        if util is not None:
-            gpu.utilization_pct = float(util.group("util"))
-        return True, gpu
+def table_row(line: str, pending: Gpu | None) -> tuple[bool, Gpu | None, Gpu | None]:
+    """One line of the plain `nvidia-smi` table, given the GPU whose line came before:
+    (whether the line belongs to a table, the GPU now pending, the GPU it completes)."""
+    if not line.startswith("|"):
+        return False, None, None
+    m = _TABLE_GPU.match(line)
+    if m is not None:
+        return True, Gpu(int(m.group("index")), name=m.group("name").strip()), None
+    mem = _TABLE_MEM.search(line)
+    if pending is None or mem is None:
+        return "MiB" in line or "NVIDIA-SMI" in line or line.startswith("|="), pending, None
+    pending.memory_used_mib = float(mem.group("used"))
+    pending.memory_total_mib = float(mem.group("total"))
+    util = _TABLE_UTIL.search(line, mem.end())
+    if util is not None:
+        pending.utilization_pct = float(util.group("util"))
+    return True, None, pending

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ledger.logs.numbers import scaled_count, to_float
+from ledger.logs.state import Serial
 
 _COUNT = r"\d[\d.,]*[kMGTP]?"
 _BAR = re.compile(
@@ -31,7 +32,7 @@ _LOADING = re.compile(r"load|shard|materializ|download|fetch|restor|checkpoint|i
 
 
 @dataclass
-class Bar:
+class Bar(Serial):
     """One state of a progress bar."""
 
     desc: str
@@ -57,16 +58,10 @@ class Bar:
             return None
         return 100.0 * self.n / self.total
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "desc": self.desc,
-            "n": _int_if_whole(self.n),
-            "total": _int_if_whole(self.total),
-            "rate": self.rate,
-            "unit": self.unit,
-            "postfix": self.postfix or None,
-            "line": self.line,
-        }
+    @property
+    def key(self) -> str:
+        """Which bar this is a state of: its description and total."""
+        return f"{self.desc}\x00{self.total}"
 
     def describe(self) -> str:
         head = self.desc or "progress"
@@ -82,13 +77,17 @@ def _int_if_whole(x: float | None) -> float | int | None:
     return int(x) if float(x).is_integer() else x
 
 
-def find_bars(segment: str) -> tuple[list[Bar], str]:
-    """The bar states in `segment`, and the text glued after the last one ('' if none)."""
+def find_bars(segment: str) -> tuple[list[Bar], str, str]:
+    """The bar states in `segment`, the text before the first one that is not its
+    description (other output the bar was glued to), and the text after the last one."""
     bars: list[Bar] = []
     at = 0
     desc = ""
+    before = ""
     for m in _BAR.finditer(segment):
         gap = segment[at : m.start()]
+        if not bars:
+            before, gap = _split_desc(gap)
         if gap.strip():
             desc = _desc(gap)
         bar = _make(desc, m.group("n"), m.group("total"), m.group("inner"))
@@ -98,11 +97,26 @@ def find_bars(segment: str) -> tuple[list[Bar], str]:
     if not bars:
         m2 = _NO_TOTAL.search(segment)
         if m2 is not None:
-            bar = _make(_desc(segment[: m2.start("n")]), m2.group("n"), None, m2.group("inner"))
+            before, gap = _split_desc(segment[: m2.start("n")])
+            bar = _make(_desc(gap), m2.group("n"), None, m2.group("inner"))
             if bar is not None and bar.rate is not None:
-                return [bar], segment[m2.end() :]
-        return [], segment
-    return bars, segment[at:]
+                return [bar], before, segment[m2.end() :]
+        return [], "", segment
+    return bars, before, segment[at:]
+
+
+_GLUED = re.compile(r"^(?P<before>.*[\]})](?:\s|$)|.*\s{2,})(?P<desc>[^\]})]*)$")
+
+
+def _split_desc(gap: str) -> tuple[str, str]:
+    """Output glued before a bar, and the bar's own description: a description is short
+    and follows the end of what came before (`…}`, `…]`, a run of spaces)."""
+    if len(gap) <= 60:
+        return "", gap
+    m = _GLUED.match(gap)
+    if m is not None and len(m.group("desc")) <= 80:
+        return m.group("before"), m.group("desc")
+    return "", gap
 
 
 def _desc(text: str) -> str:

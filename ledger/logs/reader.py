@@ -1,87 +1,522 @@
-"""Bytes to text segments, in bounded memory.
+"""The log reader: text in, what it found out (ledger.model.logs), its state kept.
 
-A log is read in chunks and cut only after a `\\n` or a `\\r` (a carriage return ends one
-state of a redrawn progress bar), so every block handed on holds whole segments and the
-byte offset after it is a safe place to resume. Invalid UTF-8 becomes U+FFFD, ANSI
-escapes go, and a literal `^M` (a pasted carriage return) counts as one. A run of more
-than `max_line` bytes with neither terminator is cut into pieces of that size, so a
-100 MB line with no newline costs no more memory than a short one.
+    reader = LogReader(rows=True)
+    for text in blocks:                  # whole lines (ledger.logs.source.read_blocks)
+        found = reader.feed(text)        # step rows, metric rows, events, config items
+    saved = reader.save()                # JSON-able; LogReader.resume(saved) reads on
+    summary = reader.summary(tail=rest)  # on a copy: the fate, with an unfinished tail
+
+The stages: the splitter (ledger.logs.lines) takes prefixes off and joins wrapped records;
+the classifier (`_classify`) names each line's shape: a step line (a learned template or
+the shape table), bar states, a traceback and what follows it, an event, nvidia-smi rows,
+config items, the chatter of a run loading; the run state (ledger.logs.runstate) keeps what
+they add up to. A line that makes a stage raise is counted as unread, with the exception's
+type; in strict mode (tests, `LEDGER_LOGS_STRICT=1`) the exception goes on up.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable
 
-CHUNK = 1 << 20
-MAX_LINE = 1 << 16
+from ledger.logs import events as ev
+from ledger.logs import nvsmi, runconfig
+from ledger.logs.blocks import Blocks
+from ledger.logs.keys import normalize
+from ledger.logs.lines import Splitter, clean
+from ledger.logs.numbers import Unreadable
+from ledger.logs.progress import find_bars
+from ledger.logs.record import Recorder
+from ledger.logs.runstate import RunState
+from ledger.logs.shapes import LineShapes, compile_patterns
+from ledger.logs.state import STATE_VERSION
+from ledger.logs.steps import Steps
+from ledger.logs.templates import Template
+from ledger.model.logs import Found, LogSummary
+from ledger.model.terms import EventKind as K
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-
-
-def clean(text: str) -> str:
-    """Strip ANSI escapes and turn a literal `^M` into the carriage return it stood for."""
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "^M" in text:
-        text = text.replace("^M", "\r")
-    return text
-
-
-def decode(data: bytes) -> str:
-    return clean(data.decode("utf-8", "replace"))
-
-
-def read_blocks(
-    handle: BinaryIO,
-    *,
-    offset: int = 0,
-    chunk_size: int = CHUNK,
-    max_line: int = MAX_LINE,
-    digest: object | None = None,
-) -> Iterator[tuple[str, int, bool]]:
-    """Yield `(text, end_offset, complete)` from `handle`, which is positioned at `offset`.
-
-    `complete` is False only for the last item: the bytes after the last terminator
-    (an unfinished line, or a bar still being redrawn). A piece cut from an overlong
-    run ends with `\\r`, so that it is a segment of its own on the same physical line.
-    `digest` (a hashlib object) is updated with every byte consumed by complete blocks.
-    """
-    carry = b""
-    pos = offset  # the offset of carry's first byte
-    update = getattr(digest, "update", None)
-    while True:
-        chunk = handle.read(chunk_size)
-        if not chunk:
-            break
-        data = carry + chunk if carry else chunk
-        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-        if cut:
-            block = data[:cut]
-            if update is not None:
-                update(block)
-            pos += cut
-            yield decode(block), pos, True
-            data = data[cut:]
-        while len(data) > max_line:
-            piece = _utf8_boundary(data, max_line)
-            if update is not None:
-                update(data[:piece])
-            pos += piece
-            yield decode(data[:piece]) + "\r", pos, True
-            data = data[piece:]
-        carry = data
-    if carry:
-        yield decode(carry), pos + len(carry), False
+_DIGIT = re.compile(r"\d")
+_TOKENS_PER_ITER = re.compile(r"tokens per iteration will be: ([\d,]{1,20})")
+_EPOCH_LINE = re.compile(r"^\s*Epoch[: ]\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
+_LOGLIKE = re.compile(
+    r"\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL)\b|\[[^\]]{0,200}\]"
+    r"|\w[=:]\s*[-+]?\.?\d|\d/\d|\d%|[{}|]|^\s+\S|\d\.\d"
+)
+_COLUMN = re.compile(r"[A-Za-z_][\w./\-]{0,80}")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|NaN|-inf")
+_TABLE_KEYS = {"step", "global_step", "iteration", "iter", "loss", "train_loss", "epoch"}
+# Lines of tools that repeat a run's figures after it: W&B's run summary and history.
+_NOT_STEPS = ("wandb:", "wandb: ")
+_INF = float("inf")
+_NINF = -_INF
+_SNIFF_CHARS = 1 << 16
+_SNIFF_LINES = 400
+_SWITCH_AFTER = 16  # gap lines another template read before the fast path takes it
 
 
-def _utf8_boundary(data: bytes, at: int) -> int:
-    """`at`, moved back (at most three bytes) so that it does not split a UTF-8 character."""
-    for back in range(4):
-        i = at - back
-        if i <= 0:
-            break
-        if (data[i] & 0xC0) != 0x80:
-            return i
-    return at
+def strict_default() -> bool:
+    """Strict unless told otherwise by LEDGER_LOGS_STRICT (tests set it)."""
+    return os.environ.get("LEDGER_LOGS_STRICT", "") not in ("", "0")
+
+
+class LogReader:
+    """Reads one log, incrementally. `rows=False` reads only what a summary needs."""
+
+    def __init__(
+        self,
+        *,
+        patterns: list[str] | tuple[str, ...] = (),
+        tokens_per_step: float | None = None,
+        gpu_query: tuple[str, ...] | None = None,
+        rows: bool = True,
+        strict: bool | None = None,
+        state: RunState | None = None,
+    ) -> None:
+        self.patterns = tuple(patterns)
+        self.user = compile_patterns(self.patterns)
+        self.rows = rows
+        self.strict = strict_default() if strict is None else strict
+        self.gpu_query = gpu_query
+        self.state = state if state is not None else RunState()
+        if tokens_per_step:
+            self.state.tokens_per_step = tokens_per_step
+        st = self.state
+        self.splitter = Splitter(st.lines)
+        self.shapes = LineShapes(st, self.user, lean=not rows)
+        self.rec = Recorder(st)
+        self.steps = Steps(st, self.rec, rows=rows, flush_bar=self._flush_bar)
+        self.blocks = Blocks(st, self.rec, self.steps, self.shapes)
+        self.tail = ""  # the last line fed, when it had no end yet
+        self._gap_hits = 0
+
+    # -- saving and resuming ---------------------------------------------------------------
+
+    def save(self) -> dict[str, object]:
+        """The state to go on reading from here, as JSON-able values."""
+        return self.state.to_dict()
+
+    @classmethod
+    def resume(
+        cls,
+        saved: object,
+        *,
+        patterns: list[str] | tuple[str, ...] = (),
+        tokens_per_step: float | None = None,
+        gpu_query: tuple[str, ...] | None = None,
+        rows: bool = True,
+        strict: bool | None = None,
+    ) -> LogReader | None:
+        """A reader that goes on from `save()`'s output; None when it cannot be used (it
+        was written by another version of the reader, or is damaged)."""
+        if not isinstance(saved, dict) or saved.get("version") != STATE_VERSION:
+            return None
+        try:
+            state = RunState.from_dict(saved)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return cls(
+            patterns=patterns, tokens_per_step=tokens_per_step, gpu_query=gpu_query, rows=rows,
+            strict=strict, state=state,
+        )  # fmt: skip
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def feed(self, text: str) -> Found:
+        """Read a block of whole lines (it ends after a `\\n` or `\\r`, or is the end of the
+        input); returns what it found, in the log's order."""
+        out = Found()
+        self.rec.out = out
+        text = clean(text)
+        if not text:
+            return out
+        st = self.state
+        if self.rows:  # SQLite stores NaN as NULL: the store looks closer when this is set
+            out.has_nan = "nan" in text or "NaN" in text or "NAN" in text
+        if st.content.chars < _SNIFF_CHARS:
+            self._sniff(text)
+        if not st.lines.decided:
+            self.splitter.look(text)
+        self._read(text)
+        self.tail = "" if text[-1] in "\n\r" else text[text.rfind("\n") + 1 :][-4096:]
+        return out
+
+    def finish(self) -> Found:
+        """The input ended: read a pending bar state, close open tracebacks and warnings,
+        and read a last line cut short for the event it still names."""
+        out = Found()
+        self.rec.out = out
+        st = self.state
+        self._guard(self._flush_bar)
+        if self.tail:
+            found = ev.cut_event(self._untagged(self.tail))
+            last = st.last_event
+            if found is not None and not (
+                last and last.line == st.line and last.kind == found.kind
+            ):
+                self.rec.event(st.line, None, found)
+            self.tail = ""
+        self._guard(self.blocks.close_all)
+        return out
+
+    def summary(self, *, tail: str = "", stalled: bool = False) -> LogSummary:
+        """What the log amounts to if it ended here (after `tail`, the bytes after the last
+        complete line, when there are any). Read on a copy: this reader is unchanged."""
+        from ledger.logs.summary import build
+
+        copy = LogReader(
+            patterns=self.patterns, gpu_query=self.gpu_query, rows=False, strict=self.strict,
+            state=self.state.copy(),
+        )  # fmt: skip
+        copy.shapes.templates = list(self.shapes.templates)
+        copy.tail = self.tail
+        if tail:
+            copy.feed(tail)
+        copy.finish()
+        return build(copy.state, stalled=stalled)
+
+    def _untagged(self, raw: str) -> str:
+        try:
+            return self.splitter.split(raw)[2]
+        except Unreadable:
+            return raw
+
+    # -- lines -----------------------------------------------------------------------------
+
+    def _read(self, text: str) -> None:
+        """Step lines of the busiest template are found a block at a time (one finditer)
+        and read a run of consecutive lines at a time; the lines between them one by one."""
+        n = len(text)
+        pos = 0
+        while pos < n:
+            tpl = self._hot()
+            if tpl is None:
+                self._lines(text, pos, n)
+                return
+            self._gap_hits = 0
+            switched = False
+            batch: list[re.Match[str]] = []
+            slow = self.blocks.open
+            for m in tpl.block.finditer(text, pos):
+                start, end = m.span()
+                if start != pos:
+                    if start and text[start - 1] != "\n":
+                        continue  # the shape glued inside a line: the line is read as a whole
+                    if batch:
+                        self._take(batch, tpl)
+                        batch = []
+                    self._lines(text, pos, start)
+                    if self._gap_hits > _SWITCH_AFTER and self.shapes.last is not tpl:
+                        pos = start
+                        switched = True
+                        break
+                    slow = self.blocks.open
+                if slow:  # a traceback or a record over lines is open: it may take this line
+                    if batch:
+                        self._take(batch, tpl)
+                        batch = []
+                    self._lines(text, start, end + 1)
+                    pos = end + 1
+                    slow = self.blocks.open
+                    continue
+                batch.append(m)
+                pos = end + 1  # past its newline (past the end, on the text's last line)
+            if batch:
+                self._take(batch, tpl)
+            pos = min(pos, n)
+            if not switched:
+                if pos < n:
+                    self._lines(text, pos, n)
+                return
+
+    def _take(self, batch: list[re.Match[str]], tpl: Template) -> None:
+        """Lines a template matched, one after the other from st.line: converted at once,
+        counted by Steps.take_many; a line that cannot be is read on its own."""
+        st = self.state
+        first = st.line
+        last_end = batch[-1].end()
+        ends_open = last_end == len(batch[-1].string)  # the text's last line, no newline yet
+        try:
+            flats = tpl.convert_many([m.groups() for m in batch])
+            if self.rows:
+                for flat in flats:
+                    if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
+                        raise ValueError("inf")  # 1e400 is not inf as written: look closer
+        except (ValueError, OverflowError):
+            for i, m in enumerate(batch):
+                st.line = first + i
+                self._one(m, tpl)
+        else:
+            try:
+                self.steps.take_many(first, flats, tpl.names, tpl.unit, tpl.shape, tpl.summary)
+            except Unreadable:
+                for i, m in enumerate(batch):  # again, one by one, to count the bad one
+                    st.line = first + i
+                    self._one(m, tpl)
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.rec.unread(first, type(exc).__name__)
+        st.line = first + len(batch) - (1 if ends_open else 0)
+
+    def _one(self, m: re.Match[str], tpl: Template) -> None:
+        try:
+            flat = tpl.convert_block(m.groups())
+            if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
+                raise ValueError("inf")
+        except (ValueError, OverflowError):
+            self._segment(m.group(0))  # the slow path reads it or says why not
+            return
+        self._guard(
+            self.steps.take, self.state.line, flat, tpl.names, tpl.unit, tpl.shape, tpl.summary
+        )
+
+    def _hot(self) -> Template | None:
+        if self.state.lines.wrap or not self.shapes.templates:
+            return None
+        return self.shapes.last or self.shapes.templates[0]
+
+    def _lines(self, text: str, start: int, end: int) -> None:
+        """Read text[start:end], whole lines (the last one may be the unfinished end)."""
+        st = self.state
+        parts = text[start:end].split("\n")
+        if st.lines.wrap:
+            parts = self.splitter.join(parts)
+        last = len(parts) - 1
+        for i, part in enumerate(parts):
+            if part:
+                if "\r" in part:
+                    segs = [seg for seg in part.split("\r") if seg]
+                    head = segs[-1][:8] if segs else ""
+                    if (
+                        len(segs) > 2 and "=" not in segs[-1] and "%|" in segs[-1]
+                        and all(seg.startswith(head) for seg in segs)
+                    ):  # fmt: skip
+                        segs = segs[-1:]  # redraws of one bar: the last state says it all
+                    for seg in segs:
+                        self._redraw(seg)
+                elif "%|" in part:
+                    self._redraw(part)
+                else:
+                    if st.pend is not None:
+                        self._guard(self._flush_bar)
+                    self._segment(part)
+            if i < last:
+                st.line += 1
+
+    def _redraw(self, seg: str) -> None:
+        """A state of a redrawn bar: only the last of a run of states of one bar is read
+        (all of them when they carry metrics, `loss=…`: each is a step)."""
+        st = self.state
+        i = seg.find("%|")
+        if i > 0 and seg[-1] == "]" and not st.tracebacks and "=" not in seg[i:]:
+            key = seg[:i].rstrip("0123456789. ")
+            if st.pend is not None and key != st.pend_key:
+                self._guard(self._flush_bar)
+            st.pend, st.pend_key, st.pend_line = seg, key, st.line
+            return
+        if st.pend is not None:
+            self._guard(self._flush_bar)
+        self._segment(seg)
+
+    def _flush_bar(self) -> None:
+        st = self.state
+        seg, line = st.pend, st.pend_line
+        st.pend = None
+        if seg is not None:
+            self._segment(seg, line)
+
+    def _segment(self, raw: str, line: int | None = None) -> None:
+        """One segment of a line (a line, or one redraw of it), read in a guard."""
+        self._guard(self._classify, raw, self.state.line if line is None else line)
+
+    def _guard(self, fn: Callable[..., object], *args: object) -> None:
+        """Run a stage; what raises makes the line unread (re-raised in strict mode)."""
+        try:
+            fn(*args)
+        except Unreadable as exc:
+            self.rec.unread(self.state.line, str(exc))
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.rec.unread(self.state.line, type(exc).__name__)
+
+    # -- the classifier --------------------------------------------------------------------
+
+    def _classify(self, raw: str, line: int) -> None:
+        prefix, rank, body = self.splitter.split(raw)
+        st = self.state
+        if st.content.lines < _SNIFF_LINES and body.strip():
+            st.content.lines += 1
+            if _LOGLIKE.search(body, 0, 400):
+                st.content.loglike += 1
+        ended = False
+        if self.blocks.open:
+            took, ended = self.blocks.consume(line, rank, body)
+            if took:
+                return
+        if self.shapes.templates:
+            read = self.shapes.match(body, rank)
+            if read is not None:
+                self._gap_hits += 1
+                self.steps.take_read(line, read)
+                return
+        if "%" in body or "it/s" in body or "s/it" in body:
+            bars, before, rest = find_bars(body)
+            if bars:
+                if before.strip():
+                    self._body(line, rank, prefix, before, ended)
+                for bar in bars:
+                    bar.line = line
+                    self.steps.bar(bar)
+                if rest.strip():
+                    self._body(line, rank, prefix, rest, False)
+                return
+        self._body(line, rank, prefix, body, ended)
+
+    def _body(self, line: int, rank: int | None, prefix: str, body: str, ended: bool) -> None:
+        """A line that is not a bar state nor a known step shape: what is it?"""
+        st = self.state
+        if body.lstrip().startswith("Traceback (most recent call last)"):
+            self.blocks.open_traceback(line, rank)
+            st.content.evidence = True
+            return
+        if self.blocks.opens_block(line, rank, body):
+            return
+        if ev.hint(body) and self._events(line, rank, body, ended):
+            return
+        if runconfig.hint(body) and self._config(line, rank, body):
+            return
+        if "," in body and self._table(line, rank, body):
+            return
+        if self._gpu(body):
+            return
+        if ev.init_hint(body):
+            self.rec.start(line, body, strong=False)
+            self.rec.loading(line, body)
+            return
+        if _DIGIT.search(body) is None or body.startswith(_NOT_STEPS):
+            return
+        m = _EPOCH_LINE.match(body)
+        if m is not None:  # Keras' `Epoch 3/10` before the epoch's step line
+            st.epoch, st.epochs = int(m.group(1)), int(m.group(2))
+            st.epoch_zero = st.epoch_zero or st.epoch == 0
+            return
+        if st.tokens_per_step is None and "tokens per iteration" in body:
+            t = _TOKENS_PER_ITER.search(body)
+            if t is not None:
+                st.tokens_per_step = float(t.group(1).replace(",", "")) or None
+        if ev.test_summary(body) and self._last_epoch_done():
+            self.rec.finished(ev.clip(body, 200), line)
+        read = self.shapes.read(body, rank, prefix)
+        if read is not None:
+            self.steps.take_read(line, read)
+
+    def _events(self, line: int, rank: int | None, body: str, ended: bool) -> bool:
+        """Events on the line; True when nothing else is to be read from it."""
+        found = ev.classify(body)
+        if ended:  # the exception line is the traceback's, not an error of its own
+            found = [f for f in found if f.kind != K.ERROR]
+            if not found:
+                return True
+        if not found:
+            return False
+        for f in found:
+            if f.effect == "restart":
+                if not self.rec.start(line, body, strong=True):
+                    self.rec.loading(line, body)
+                continue
+            self.rec.event(line, rank, f)
+        return not all(f.kind == K.WARNING for f in found)
+
+    def _config(self, line: int, rank: int | None, body: str) -> bool:
+        if self.blocks.opens_args(line, rank, body):
+            return True
+        items = runconfig.read(body)
+        st = self.state
+        for key, value in items:
+            self.rec.config(key, value, line)
+            if key == "total_steps" and value.isdigit() and not st.total:
+                st.total = int(value) or None
+            elif key == "num_epochs" and value.isdigit():
+                st.epochs = int(value) or None
+        return bool(items)
+
+    def _last_epoch_done(self) -> bool:
+        st = self.state
+        if not st.run.trained or not st.epochs or st.epoch is None:
+            bar = st.bar
+            return bool(bar and bar.done and self.steps._last_epoch(bar))
+        return st.epoch >= st.epochs - (1 if st.epoch_zero else 0)
+
+    # -- a metrics CSV (`step,loss,tokens_per_sec` then rows of numbers) ---------------------
+
+    def _table(self, line: int, rank: int | None, body: str) -> bool:
+        st = self.state
+        cells = [c.strip() for c in body.split(",")]
+        columns = st.table_columns
+        if columns is not None:
+            if len(cells) == len(columns) and all(not c or _NUMBER.fullmatch(c) for c in cells):
+                text = " | ".join(f"{k}={v}" for k, v in zip(columns, cells, strict=True) if v)
+                read = self.shapes.read(text, rank, "", learn_it=False)
+                if read is not None:
+                    self.steps.take_read(line, read)
+                return True
+            st.table_columns = None  # the table ended
+        if 2 <= len(cells) <= 64 and all(_COLUMN.fullmatch(c) for c in cells):
+            names = {normalize(c) for c in cells}
+            if names & _TABLE_KEYS:
+                st.table_columns = cells
+                st.content.evidence = True
+                return True
+        return False
+
+    # -- nvidia-smi ------------------------------------------------------------------------
+
+    def _gpu(self, body: str) -> bool:
+        st = self.state
+        if body.startswith("|"):
+            if len(body) > 400:  # table rows are short; long ones are something else
+                return False
+            table, st.table_gpu, gpu = nvsmi.table_row(body, st.table_gpu)
+            if gpu is not None:
+                self._gpu_seen(gpu)
+            return table
+        if "," not in body or len(body) > 2000:
+            st.csv_next = 0
+            st.csv_fields = None
+            return False
+        if "memory." in body or "utilization." in body or body.startswith("index"):
+            fields = nvsmi.header_fields(body)
+            if fields is not None:
+                st.csv_fields = list(fields)
+                st.csv_next = 0
+                return True
+        if not body[:1].isdigit() and not (st.csv_fields and "name" in st.csv_fields):
+            return False
+        fields_ = tuple(st.csv_fields) if st.csv_fields else self.gpu_query
+        gpu = nvsmi.csv_row(body, fields_, None if fields_ is not None else st.csv_next)
+        if gpu is None:
+            return False
+        self._gpu_seen(gpu)
+        st.csv_next = gpu.index + 1
+        return True
+
+    def _gpu_seen(self, gpu: nvsmi.Gpu) -> None:
+        st = self.state
+        if gpu.index < 0 or gpu.index > 4096:
+            return
+        st.gpus[gpu.index] = gpu
+        st.content.evidence = True
+        if gpu.name:
+            self.rec.config("gpu.name", gpu.name, st.line)
+        self.rec.config("gpu.count", str(len(st.gpus)), st.line)
+
+    # -- what kind of text -----------------------------------------------------------------
+
+    def _sniff(self, text: str) -> None:
+        c = self.state.content
+        sample = text[: _SNIFF_CHARS - c.chars]
+        c.chars += len(sample)
+        printable = sum(1 for ch in sample if ch >= " " or ch in "\t\n\r\x1b\x0c\x08")
+        c.bad += len(sample) - printable + sample.count("\ufffd")

@@ -296,6 +296,8 @@ class IngestResult(Record):
     fate_reason: str
     summary: dict[str, Any]
     run_created: bool = False  # this ingest made the run
+    unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
+    config: int = 0  # config items the log showed (run_config, source 'log')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
@@ -35,6 +35,9 @@ from ledger.store import gate
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
+
+if TYPE_CHECKING:
+    from ledger.model.logs import Found
 
 BATCH_ROWS = 100_000
 STALL_AFTER_S = 300.0  # a log that has not grown for this long, while running, is stalled
@@ -49,7 +52,7 @@ READER_COLUMNS = (
     "memory_allocated_mib",
     "memory_reserved_mib",
 )
-EVENT_COLUMNS = ("run_id", "log_file_id", "line", "kind", "text", "rank", "created_at")
+EVENT_COLUMNS = ("run_id", "log_file_id", "line", "kind", "text", "rank", "step", "created_at")
 
 _TRAIN_PREFIX = re.compile(r"^(?:train(?:ing)?)[_\-.]", re.I)
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stdout", ".stderr")
@@ -201,12 +204,15 @@ def has_training_output(summary: dict[str, Any], fate: str) -> bool:
 def read_log(
     session: Session, inv: int, file: Path, run: str, request: LogRequest
 ) -> records.IngestResult:
-    """Read what is new in `file` into `run` (created if new), in the session's transaction."""
-    from ledger.logs.parser import LogParser
-    from ledger.logs.reader import read_blocks
+    """Read what is new in `file` into `run` (created if new), in the session's transaction.
+    A gzip log is read as what it holds: its offsets and hashes are of the text inside."""
+    from ledger.logs.reader import LogReader
+    from ledger.logs.source import STREAM_ERRORS, is_gzip, open_log, read_blocks
+    from ledger.model.logs import Found
 
     run_row, created = ensure_run(session, inv, run)
-    lf = log_file_row(session, run_row.id, file, "log")
+    packed = is_gzip(file)
+    lf = log_file_row(session, run_row.id, file, "gzip" if packed else "log")
     info = file.stat()
     if not lf.offset:
         check_owner(session, inv, run_row.id, file, info.st_size)
@@ -214,7 +220,7 @@ def read_log(
     offset = lf.offset or 0
     digest = hashlib.sha256()
     reset = None
-    if offset > size:
+    if offset > size and not packed:
         reset = "truncated"
     elif offset:
         cached = request.cache.known(lf, file, info.st_ino) if request.cache else None
@@ -223,79 +229,81 @@ def read_log(
             reset = "replaced"
         else:
             digest = prefix
-    conn = session.connection()
     if reset is not None:
         _forget(session, run_row.id, lf)
         offset, digest = 0, hashlib.sha256()
+    patterns, per_step = request.patterns, request.tokens_per_step
     try:
-        parser = LogParser(
-            patterns=request.patterns, tokens_per_step=request.tokens_per_step, keep_rows=True
-        )
+        reader = LogReader(patterns=patterns, tokens_per_step=per_step)  # checks the patterns
+        if offset:
+            saved = json.loads(lf.state) if lf.state else None
+            resumed = LogReader.resume(saved, patterns=patterns, tokens_per_step=per_step)
+            if resumed is None:  # a state this version cannot use: read it all again
+                _forget(session, run_row.id, lf)
+                offset, digest, reset = 0, hashlib.sha256(), reset or "reread"
+            else:
+                reader = resumed
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if offset and not (lf.state and parser.restore(json.loads(lf.state))):
-        _forget(session, run_row.id, lf)  # a state this version cannot use
-        offset, digest, reset = 0, hashlib.sha256(), reset or "reread"
-    grew = size > (lf.size or 0) or reset is not None
-    start = offset
-    writer = StepWriter(conn, run_row.id, log_file_id=lf.id, columns=READER_COLUMNS)
-    sent = StepWrite()
-    events = 0
-    tail = ""
-    # One thread: a writer thread was tried, and the GIL hand-over between binding rows
-    # and parsing lines cost more than the overlap won.
-    with file.open("rb") as handle:
-        handle.seek(offset)
-        for text, end, complete in read_blocks(handle, offset=offset, digest=digest):
-            if not complete:
-                tail = text
-                break
-            parser.feed(text)
-            offset = end
-            if len(parser.rows) + len(parser.metric_rows) >= BATCH_ROWS:
-                sent, events = _store(conn, writer, run_row.id, lf.id, parser, sent, events)
-            if request.progress is not None:
-                request.progress(offset, size)
-    sent, events = _store(conn, writer, run_row.id, lf.id, parser, sent, events)
-    state = parser.snapshot()
-    # The fate reads the unfinished tail and closes what is open, on a copy.
-    final = LogParser(patterns=request.patterns, tokens_per_step=request.tokens_per_step)
-    final.restore(state)
-    if tail:
-        final.feed(tail)
-    final.finish()
     now = utcnow()
+    grew = size > (lf.size or 0) or reset is not None
     last_read = lf.ingested_at
     stalled = (
         not grew
         and last_read is not None
         and now - last_read >= timedelta(seconds=request.stall_after)
     )
-    fate, reason = final.fate(stalled=stalled)
-    summary = final.summary(stalled=stalled).to_dict()
-    if created and not has_training_output(summary, fate):
+    start = offset
+    conn = session.connection()
+    writer = StepWriter(conn, run_row.id, log_file_id=lf.id, columns=READER_COLUMNS)
+    done = Stored()
+    pending = Found()
+    tail = ""
+    # One thread: a writer thread was tried, and the GIL hand-over between binding rows
+    # and parsing lines cost more than the overlap won.
+    with open_log(file) as handle:
+        handle.seek(offset)
+        try:
+            for text, end, complete in read_blocks(handle, offset=offset, digest=digest):
+                if not complete:
+                    tail = text
+                    break
+                pending.extend(reader.feed(text))
+                offset = end
+                if len(pending.steps) + len(pending.metrics) >= BATCH_ROWS:
+                    done.add(_store(session, writer, run_row.id, lf.id, pending))
+                    pending = Found()
+                if request.progress is not None:
+                    request.progress(offset, size)
+        except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
+            cut = f"compressed stream cut short ({type(exc).__name__})"
+            reader.rec.unread(reader.state.line, cut)
+    done.add(_store(session, writer, run_row.id, lf.id, pending))
+    # The fate reads the unfinished tail and closes what is open, on a copy of the state.
+    summary = reader.summary(tail=tail, stalled=stalled)
+    data = summary.to_dict()
+    if created and not has_training_output(data, summary.fate):
         # rolls the transaction back: no run is made for a file with nothing of training in it
-        raise NoTrainingOutput(
-            f"{file} holds no training output (no step, bar or event); no run made"
-        )
-    took = not sent.steps or _kept_own_rows(session, run_row.id, lf.id)
+        what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
+        raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
+    took = not done.rows.steps or _kept_own_rows(session, run_row.id, lf.id)
     lf.offset = offset
-    lf.size = max(size, offset)  # the file may have grown while it was read
-    lf.lines = parser.line_no - 1
+    lf.size = max(size, offset) if not packed else size  # it may have grown while read
+    lf.lines = reader.state.line - 1
+    lf.unread_lines = reader.state.unread
     lf.sha256 = digest.hexdigest()
     if request.cache is not None:
         request.cache.remember(lf, file, info.st_ino, digest)
-    lf.state = json.dumps(state, allow_nan=False)
+    lf.state = json.dumps(reader.save(), allow_nan=False)
     if grew or last_read is None:
         lf.ingested_at = now
     if took:
-        run_row.fate = fate
-        run_row.fate_reason = reason or None  # the gate redacts and bounds it
-    unit = final.throughput()["unit"]
-    if unit and not run_row.throughput_unit:
-        run_row.throughput_unit = unit
+        run_row.fate = summary.fate
+        run_row.fate_reason = summary.fate_reason or None  # the gate redacts and bounds it
+    if summary.throughput.unit and not run_row.throughput_unit:
+        run_row.throughput_unit = summary.throughput.unit
     steps, ranks, _ = step_counts(session, run_row.id)
-    summary["steps"], summary["ranks"] = steps, ranks
+    data["steps"], data["ranks"] = steps, ranks
     return records.IngestResult(
         run=run_row.name,
         path=lf.path,
@@ -303,14 +311,16 @@ def read_log(
         read_bytes=offset - start,
         offset=offset,
         lines=lf.lines,
-        steps=sent.steps,
-        metrics=sent.metrics,
-        events=events,
+        steps=done.rows.steps,
+        metrics=done.rows.metrics,
+        events=done.events,
         reset=reset,
         fate=run_row.fate,
-        fate_reason=(reason if took else run_row.fate_reason) or "",
-        summary=summary,
+        fate_reason=(summary.fate_reason if took else run_row.fate_reason) or "",
+        summary=data,
         run_created=created,
+        unread_lines=lf.unread_lines,
+        config=done.config,
     )
 
 
@@ -334,10 +344,27 @@ def _kept_own_rows(session: Session, run_id: int, log_file_id: int) -> bool:
     return other_log is None  # the rows were the hook's or the API's: the log is this run's
 
 
+@dataclass
+class Stored:
+    """What an ingest wrote so far."""
+
+    rows: StepWrite = field(default_factory=StepWrite)
+    events: int = 0
+    config: int = 0
+
+    def add(self, other: Stored) -> None:
+        self.rows += other.rows
+        self.events += other.events
+        self.config += other.config
+
+
 def _hash_prefix(file: Path, length: int) -> Any:
+    """The sha256 of the first `length` bytes of what the log holds (gzip: decompressed)."""
+    from ledger.logs.source import open_log
+
     digest = hashlib.sha256()
     left = length
-    with file.open("rb") as handle:
+    with open_log(file) as handle:
         while left > 0:
             chunk = handle.read(min(left, 1 << 20))
             if not chunk:
@@ -355,39 +382,67 @@ def _forget(session: Session, run_id: int, lf: m.LogFile) -> None:
     lf.offset = 0
     lf.state = None
     lf.sha256 = None
+    lf.unread_lines = 0
     session.flush()
 
 
 def _store(
-    conn: Connection,
-    writer: StepWriter,
-    run_id: int,
-    log_file_id: int,
-    parser: Any,
-    sent: StepWrite,
-    events: int,
-) -> tuple[StepWrite, int]:
-    """Write what the parser read since the last call; returns the running totals."""
-    nan = parser.batch_has_nan
-    rows, metric_rows, event_rows = parser.take()
-    sent += writer.write(rows, metric_rows, trusted=True, nan=nan)
-    if event_rows:
+    session: Session, writer: StepWriter, run_id: int, log_file_id: int, found: Found
+) -> Stored:
+    """Write what the reader found (a ledger.model.logs.Found): step and metric rows, events
+    with the step before them, config items."""
+    conn = session.connection()
+    done = Stored(rows=writer.write(found.steps, found.metrics, trusted=True, nan=found.has_nan))
+    if found.events:
         now = utcnow().replace(tzinfo=None)
         conn.exec_driver_sql(
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
-                (run_id, log_file_id, line, kind, gate.clean("log_event", "text", text), rank, now)
-                for line, kind, text, rank in event_rows
+                (run_id, log_file_id, e.line, e.kind, _event_text(e.text), e.rank, e.step, now)
+                for e in found.events
             ],
         )
-        events += len(event_rows)
-    return sent, events
+        done.events = len(found.events)
+    if found.config:
+        done.config = write_config(session, run_id, "log", [(c.key, c.value) for c in found.config])
+    return done
+
+
+def _event_text(text: str) -> str:
+    return str(gate.clean("log_event", "text", text))
+
+
+def write_config(session: Session, run_id: int, source: str, items: list[tuple[str, str]]) -> int:
+    """What a run ran with, into run_config: one value per (run, source, key), the last one
+    told winning. (The store's gate redacts the values, and masks those of secret keys.)"""
+    if not items:
+        return 0
+    latest = {key[:500]: value for key, value in items}
+    rows = session.scalars(
+        select(m.RunConfig).where(
+            m.RunConfig.run_id == run_id,
+            m.RunConfig.source == source,
+            m.RunConfig.key.in_(list(latest)),
+        )
+    )
+    known = {row.key: row for row in rows}
+    for key, value in latest.items():
+        row = known.get(key)
+        if row is None:
+            session.add(m.RunConfig(run_id=run_id, source=source, key=key, value=value))
+        else:
+            row.value = value
+    session.flush()
+    return len(latest)
 
 
 def log_events(session: Session, run_id: int, kind: str | None) -> list[dict[str, Any]]:
-    """A run's log events in order: line, kind, text, rank."""
+    """A run's log events in order: line, kind, text, rank, and the step before it."""
     query = select(m.LogEvent).where(m.LogEvent.run_id == run_id)
     if kind is not None:
         query = query.where(m.LogEvent.kind == kind)
     rows = session.scalars(query.order_by(m.LogEvent.log_file_id, m.LogEvent.line, m.LogEvent.id))
-    return [{"line": e.line, "kind": e.kind, "text": e.text, "rank": e.rank} for e in rows]
+    return [
+        {"line": e.line, "kind": e.kind, "text": e.text, "rank": e.rank, "step": e.step}
+        for e in rows
+    ]

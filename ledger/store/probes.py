@@ -21,6 +21,7 @@ from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
+from ledger.model.logs import LogSummary
 from ledger.model.terms import FAILED_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult
 from ledger.store import gate
@@ -76,8 +77,7 @@ def previous(session: Session, run_id: int, probe_id: int) -> Earlier | None:
     )
     if prev is None or not prev.output or prev.ended_at is None:
         return None
-    parser, _ = parse_text(prev.output)
-    return Earlier(_position(parser), prev.started_at, prev.ended_at)
+    return Earlier(_position(parse_text(prev.output)), prev.started_at, prev.ended_at)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Reading:
 
     fate: str
     reason: str
-    summary: Any  # ledger.logs.parser.Summary
+    summary: LogSummary
     conclusion: str
 
 
@@ -99,16 +99,17 @@ def read_output(
     stall_after: float,
 ) -> Reading:
     """Read the command's output for the fate, the last bar and step, and the GPUs."""
-    from ledger.logs import parse_text
+    from ledger.logs import read_text
     from ledger.logs.nvsmi import query_from_command
 
     try:
-        parser, summary = parse_text(
+        reader = read_text(
             result.output, patterns=list(patterns), gpu_query=query_from_command(" ".join(argv))
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    position = _position(parser)
+    summary = reader.summary()
+    position = _position(summary)
     stalled = (
         earlier is not None
         and earlier.position == position
@@ -116,9 +117,10 @@ def read_output(
         and result.started_at - earlier.ended_at >= timedelta(seconds=0)
         and result.ended_at - earlier.started_at >= timedelta(seconds=stall_after)
     )
-    fate, reason = parser.fate(stalled=stalled)
-    conclusion = _conclusion(run, fate, parser, summary.to_dict(), result)
-    return Reading(fate, reason, summary, conclusion)
+    if stalled:
+        summary = reader.summary(stalled=True)
+    conclusion = _conclusion(run, summary, result)
+    return Reading(summary.fate, summary.fate_reason, summary, conclusion)
 
 
 def interrupted(session: Session, probe_id: int) -> None:
@@ -140,11 +142,11 @@ def finish(
         session.add(
             m.GpuSample(
                 probe_id=probe_id,
-                gpu_index=gpu["index"],
-                name=gpu["name"],
-                memory_used_mib=gpu["memory_used_mib"],
-                memory_total_mib=gpu["memory_total_mib"],
-                utilization_pct=gpu["utilization_pct"],
+                gpu_index=gpu.index,
+                name=gpu.name,
+                memory_used_mib=gpu.memory_used_mib,
+                memory_total_mib=gpu.memory_total_mib,
+                utilization_pct=gpu.utilization_pct,
             )
         )
     if reading.fate != Fate.UNKNOWN:
@@ -163,34 +165,35 @@ def result_record(
         timed_out=result.timed_out,
         fate=reading.fate,
         fate_reason=reading.reason,
-        progress=reading.summary.progress,
+        progress=reading.summary.progress.to_dict() if reading.summary.progress else None,
         last_step=reading.summary.last_step,
-        gpus=reading.summary.gpus,
+        gpus=[g.to_dict() for g in reading.summary.gpus],
         conclusion=reading.conclusion,
     )
 
 
-def _position(parser: Any) -> Position:
-    bar = parser.bar
-    return (parser.max_step, bar.desc if bar else None, bar.n if bar else None)
+def _position(summary: LogSummary) -> Position:
+    p = summary.position
+    return (p.last_step, p.bar_desc, p.bar_n)
 
 
-def _conclusion(
-    run: str, fate: str, parser: Any, summary: dict[str, Any], result: CommandResult
-) -> str:
+def _conclusion(run: str, summary: LogSummary, result: CommandResult) -> str:
     """One line for a person: `eager_dynamiccopy: loading — Loading weights 81/851 (10%),
     no crash; 8 GPUs, 61.2 GiB used on average, 0% util`."""
     parts = []
-    if parser.phase == "loading" and parser.bar is not None and parser.bar.loading:
-        parts.append(parser.bar.describe())
-    elif parser.max_step is not None:
-        step = f"step {parser.max_step}" + (f"/{parser.total}" if parser.total else "")
-        tp = summary["throughput"]
-        if tp.get("last") is not None:
-            step += f", {tp['last']:,.0f} {tp['unit'] or ''}".rstrip()
+    bar = summary.progress
+    if summary.fate == Fate.LOADING and bar is not None:
+        parts.append(bar.describe())
+    elif summary.last_step is not None:
+        total = f"/{summary.total_steps}" if summary.total_steps else ""
+        step = f"step {summary.last_step}{total}"
+        tp = summary.throughput
+        if tp.last is not None:
+            step += f", {tp.last:,.0f} {tp.unit or ''}".rstrip()
         parts.append(step)
-    elif parser.bar is not None:
-        parts.append(parser.bar.describe())
+    elif bar is not None:
+        parts.append(bar.describe())
+    fate = summary.fate
     failed = result.timed_out or result.exit_code not in (0, None)
     if failed and fate == Fate.UNKNOWN:
         # The probe itself failed (ssh could not connect, tail found no file): say so with
@@ -200,14 +203,14 @@ def _conclusion(
         parts.append("no crash")
     else:
         # Say what decided the fate (the OOM line), not whatever the launcher printed last.
-        reason = summary.get("fate_reason") or (summary.get("last_event") or {}).get("text", "")
-        parts.append(gate.text(str(reason))[:120])  # redacted before it is cut
-    head = f"{run}: {fate}"
+        told = summary.last_event.text if summary.last_event else ""
+        parts.append(gate.text(str(summary.fate_reason or told))[:120])  # redacted, then cut
+    head = f"{run}: {summary.fate}"
     line = f"{head} — {', '.join(parts)}" if parts else head
-    if summary["gpus"]:
+    if summary.gpus:
         from ledger.logs.nvsmi import describe
 
-        line += "; " + describe(summary["gpus"])
+        line += "; " + describe(summary.gpus)
     if result.timed_out and not (failed and fate == Fate.UNKNOWN):
         line += " (the probe timed out)"
     elif result.exit_code and not (failed and fate == Fate.UNKNOWN):

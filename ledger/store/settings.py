@@ -32,7 +32,7 @@ def patterns(session: Session) -> list[str]:
 
 
 def check_pattern(pattern: str) -> str:
-    from ledger.logs.parser import compile_patterns
+    from ledger.logs.shapes import compile_patterns
 
     try:
         compile_patterns([pattern])
