@@ -203,8 +203,10 @@ def _named(names: re.Pattern[str], values: re.Pattern[str]) -> Callable[[str], I
             if v.group().startswith(MASK):
                 # Redacted before: only what was joined to its mask since (`***rest`) is new.
                 bare = _BARE.match(text, v.start())
-                if bare is not None and bare.end() > v.start() + len(MASK):
-                    yield v.start(), bare.end()
+                # short of the punctuation that closes the text around it, as a value is
+                end = v.start() + len(bare.group().rstrip(")]},.")) if bare is not None else 0
+                if end > v.start() + len(MASK):
+                    yield v.start(), end
                 pos = v.start() + len(MASK)
                 continue
             if (span := _value_span(v.start(), v.group())) is not None:

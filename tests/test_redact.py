@@ -350,3 +350,10 @@ def test_redact_never_raises(text: str) -> None:
     assert isinstance(redact(text), str)
     assert isinstance(redact_code(text), str)
     assert isinstance(redact_and_cut(text, 100), str)
+
+
+def test_a_mask_before_closing_punctuation_is_left_alone() -> None:
+    # Found by the property test above: `***}` lost its `}` on a second pass.
+    once = redact('"} docker run -e "HF_TOKEN=FakeLedgerDockerEnvToken2" --gpus all img "}')
+    assert "FakeLedgerDockerEnvToken2" not in once and redact(once) == once
+    assert redact(f"HF_TOKEN={MASK}}}") == f"HF_TOKEN={MASK}}}"

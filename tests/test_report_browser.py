@@ -79,7 +79,7 @@ def test_bidi_controls_reorder_no_verdict_line(chromium: str, hostile_report: Pa
     # as drawn, left to right: the name, its fate, then the figures in reading order
     assert re.fullmatch(
         r"Latest attempt: evilattempt ?unknown at 14\.\dK tok/s, \d+\.\d % of the baseline "
-        r"\(recovered\)\.",
+        r"\((not )?recovered\)\.",
         latest,
     ), latest
     compared = [v for v in verdicts if v.startswith("evilattempt")]

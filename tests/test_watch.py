@@ -58,7 +58,8 @@ def test_a_slower_relaunch_is_a_regression_decided_early(box: Path) -> None:
     result = json.loads(done.stdout)
     assert result["outcome"] == "regression" and result["fate"] == "running"
     assert 70 < result["pct_of_reference"] < 80  # 10.65K against 14.2K is 75 %
-    assert result["steady_steps"] <= 150 and result["decided_at_step"] < 1000
+    # decided within 150 steady steps (more may have arrived in the look that decided)
+    assert result["decided_at_step"] - result["steady_from_step"] <= 150
     assert result["reference"] == {"kind": "baseline", "value": 14200.0, "run": None}
     assert "new run 'slow'" in done.stderr  # the run was made, and said so, once
     with ledger.open() as lg:
@@ -95,7 +96,7 @@ def test_a_run_that_dies_fails_at_once_with_the_line_that_shows_it(
     assert done.returncode == 3, done.stderr
     result = json.loads(done.stdout)
     assert result["outcome"] == "failed" and result["fate"] == fate
-    said = {"oom": "CUDA out of memory", "nccl": "Watchdog caught collective operation timeout"}
+    said = {"oom": "CUDA out of memory", "nccl": "ALLREDUCE timed out"}
     assert said[ending] in result["reason"]
     assert time.monotonic() - started < 30
 
@@ -224,7 +225,11 @@ def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(4)
+        for _ in range(600):  # until watch is up and has stored steps (a loaded machine is slow)
+            time.sleep(0.1)
+            with ledger.open() as lg:
+                if "cut" in lg.run_names() and lg.run_summary("cut").steps > 10:
+                    break
         watcher.send_signal(signal.SIGINT)
         _, err = watcher.communicate(timeout=30)
     finally:

@@ -424,6 +424,7 @@ class WatchResult(Record):
     decided_at_step: int | None
     elapsed_s: float
     reason: str
+    steady_from_step: int | None = None  # where the steady window began
 
 
 @dataclasses.dataclass(frozen=True)

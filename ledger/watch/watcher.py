@@ -227,6 +227,7 @@ class Watcher:
             decided_at_step=state.decided_at_step if state else None,
             elapsed_s=elapsed,
             reason=reason,
+            steady_from_step=state.steady_from_step if state else None,
         )
 
 
