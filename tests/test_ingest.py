@@ -238,3 +238,12 @@ def test_ctrl_c_while_following_exits_130_and_keeps_what_was_read(
     assert follower.returncode == 130, err  # it exited 0 once, as if the run had ended
     assert err.strip().splitlines()[-1].startswith("Error: interrupted")
     assert run_json("runs")[0]["steps"] == 30
+
+
+def test_ingest_reads_standard_input(db_url: str) -> None:
+    run_json("init")
+    log = "".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(25))
+    result = run_cli("ingest", "-", "--run", "piped", "--json", input=log)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["steps"] == 25
+    assert run_cli("ingest", "-", input=log).exit_code == 2  # a stream needs its run's name

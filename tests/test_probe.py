@@ -110,3 +110,20 @@ def test_ctrl_c_during_the_wait_is_recorded(lg) -> None:
     (probe,) = lg.show("r").probes
     assert probe.exit_code == 130 and probe.ended_at is not None
     assert probe.conclusion == "interrupted before the command ran"
+
+
+def test_a_line_number_says_which_text_it_is_a_line_of(lg) -> None:
+    """After `tail -n 90`, "line 62" is a line of the probe's output, not of the log."""
+    tail = "".join(f"step {i} | loss 1.0 | tok/s 10000\n" for i in range(61))
+    tail += (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 3 has a "
+        "total capacity of 79.19 GiB of which 1.21 GiB is free.\n"
+    )
+    probe = lg.probe("r", [*CAT[:2], f"import sys; sys.stdout.write({tail!r})"], new=True)
+    assert probe.fate == "oom" and "of probe #1's output" in probe.fate_reason
+    assert "(line 62)" not in probe.conclusion
+    detail = lg.show("r")
+    (oom,) = [e for e in detail.events if e.kind == "oom"]
+    assert oom.probe_id == probe.probe_id and oom.log_file_id is None and oom.line == 62
+    assert oom.where == "line 62 of probe #1's output" and oom.step == 60
+    assert "of probe #1's output" in (detail.fate_reason or "")

@@ -167,10 +167,18 @@ def ingest(
 
     Incremental and idempotent: a second ingest of the same file adds nothing, an
     appended file adds only its new lines, a truncated or replaced one is read again.
-    Hugging Face trainer_state.json files ingest too.
+    Hugging Face trainer_state.json files and gzip logs ingest too. `-` reads standard
+    input to its end (`ssh host cat train.log | ledger ingest - --run R`), kept as a file
+    beside the ledger; to follow a stream as it grows, use `ledger watch R -- COMMAND`.
     """
     if follow and len(logs) != 1:
         raise click.UsageError("--follow follows one log")
+    if "-" in logs:
+        if len(logs) != 1 or follow or run is None:
+            raise click.UsageError("standard input (-) is ingested alone, with --run NAME")
+        from ledger.watch.sources import save_stream
+
+        logs = (str(save_stream(lg, run, sys.stdin.buffer)),)
     if follow:
         skipped: list[BadContentError] = []
         results = [

@@ -429,7 +429,9 @@ class Ledger:
         result = deploys.run(argv, timeout=timeout, echo=echo)
         with self._read() as (s, _):
             earlier = probes.previous(s, run_id, probe_id)
-        reading = probes.read_output(run, argv, result, [*kept, *patterns], earlier, stall_after)
+        reading = probes.read_output(
+            run, probe_id, argv, result, [*kept, *patterns], earlier, stall_after
+        )
         with self._write() as (s, _):
             probes.finish(s, probe_id, run_id, result, reading)
         if result.interrupted:

@@ -9,6 +9,7 @@ times out or is interrupted is still a row with its exit status.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,7 +22,7 @@ from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.logs import LogSummary
+from ledger.model.logs import LogEvent, LogSummary
 from ledger.model.terms import FAILED_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult
 from ledger.store import gate
@@ -82,32 +83,44 @@ def previous(session: Session, run_id: int, probe_id: int) -> Earlier | None:
 
 @dataclass(frozen=True)
 class Reading:
-    """What a probe's output says."""
+    """What a probe's output says (line numbers are lines of that output)."""
 
     fate: str
     reason: str
     summary: LogSummary
     conclusion: str
+    events: list[LogEvent]
+
+
+_LINE = re.compile(r"\(line (\d+)\)$")
+
+
+def _of_output(text: str, probe_id: int) -> str:
+    """`… (line 90)` is a line of the probe's output, not of the log: say so."""
+    return _LINE.sub(lambda m: f"(line {m.group(1)} of probe #{probe_id}'s output)", text)
 
 
 def read_output(
     run: str,
+    probe_id: int,
     argv: list[str],
     result: CommandResult,
     patterns: Sequence[str],
     earlier: Earlier | None,
     stall_after: float,
 ) -> Reading:
-    """Read the command's output for the fate, the last bar and step, and the GPUs."""
-    from ledger.logs import read_text
+    """Read the command's output for the fate, the last bar and step, the GPUs, and the
+    events it shows (an OOM, a recompile), kept with the probe."""
     from ledger.logs.nvsmi import query_from_command
+    from ledger.logs.reader import LogReader
 
     try:
-        reader = read_text(
-            result.output, patterns=list(patterns), gpu_query=query_from_command(" ".join(argv))
+        reader = LogReader(
+            patterns=list(patterns), gpu_query=query_from_command(" ".join(argv)), rows=False
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    events = [*reader.feed(result.output).events, *reader.finish().events]
     summary = reader.summary()
     position = _position(summary)
     stalled = (
@@ -119,8 +132,9 @@ def read_output(
     )
     if stalled:
         summary = reader.summary(stalled=True)
-    conclusion = _conclusion(run, summary, result)
-    return Reading(summary.fate, summary.fate_reason, summary, conclusion)
+    conclusion = _of_output(_conclusion(run, summary, result), probe_id)
+    reason = _of_output(summary.fate_reason or "", probe_id)
+    return Reading(summary.fate, reason, summary, conclusion, events)
 
 
 def interrupted(session: Session, probe_id: int) -> None:
@@ -138,6 +152,13 @@ def finish(
     store_command_result(row, result)
     row.fate = reading.fate
     row.conclusion = reading.conclusion
+    for event in reading.events:
+        session.add(
+            m.LogEvent(
+                run_id=run_id, probe_id=probe_id, line=event.line, step=event.step,
+                kind=event.kind, text=event.text, rank=event.rank,
+            )
+        )  # fmt: skip
     for gpu in reading.summary.gpus:
         session.add(
             m.GpuSample(

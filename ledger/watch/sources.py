@@ -146,3 +146,13 @@ def stream_path(lg: Ledger, run: str) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)[:100]
     return folder / "streams" / f"{safe}-{stamp}.log"
+
+
+def save_stream(lg: Ledger, run: str, stream: IO[bytes]) -> Path:
+    """Keep a stream (standard input) as a log file beside the ledger, read to its end."""
+    path = stream_path(lg, run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as out:
+        while chunk := stream.read(1 << 20):
+            out.write(chunk)
+    return path
