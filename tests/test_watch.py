@@ -150,15 +150,17 @@ def test_a_timeout_is_undecided(box: Path) -> None:
 
 def test_a_log_that_does_not_exist_yet_is_waited_for(box: Path) -> None:
     log = box / "train_later.log"
-    later = subprocess.Popen(
-        [sys.executable, "-c", "import time, sys, runpy; time.sleep(1.5); "
-         "sys.argv = ['t', *sys.argv[1:]]; runpy.run_module('ledger.demo.trainer', "
-         "run_name='__main__')", "--log", str(log), *PACE, "--ending", "oom", "--end-at", "40"]
+    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", code, "watch", "later", "--log", str(log), "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    done = _ledger("watch", "later", "--log", str(log), "--interval", "0.1")
-    later.wait()
-    assert done.returncode == 3 and "later: FAILED" in done.stdout
-    assert "waiting" in done.stdout  # it said it was waiting, once
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()  # it says it waits before the log exists
+    assert first.startswith("later: waiting for training output") and not log.exists()
+    _trainer(log, "--ending", "oom", "--end-at", "40").wait()
+    rest, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 3 and "later: FAILED" in rest
 
 
 METER = textwrap.dedent(
