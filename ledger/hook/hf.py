@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without transfor
 from ledger.hook.meter import MeteredStep, StepMeter
 
 
-class LedgerCallback(TrainerCallback):  # type: ignore[misc]
+class LedgerCallback(TrainerCallback):
     """Records every Trainer step into a ledger run (default name: the run or output dir).
 
     Pass `meter=` to share a meter you made; otherwise one is opened when training begins

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 MIB = float(1 << 20)
 
@@ -187,11 +187,12 @@ class Resolver:
             # No event to wait for (meter.log): read on the default stream, which is
             # ordered after the work queued on it (where training runs unless it picked
             # a stream of its own).
-            return tensor.item()
+            return cast("float | int", tensor.item())
         torch = self._torch
+        assert torch is not None  # a CUDA tensor means torch was imported
         stream = self._streams.get(tensor.device)
         if stream is None:
             stream = self._streams[tensor.device] = torch.cuda.Stream(device=tensor.device)
         with torch.cuda.stream(stream):
             stream.wait_event(ready)
-            return tensor.item()
+            return cast("float | int", tensor.item())

@@ -176,7 +176,9 @@ class Writer(threading.Thread):
             if force:
                 end_event.synchronize()
             gpu_s = start_event.elapsed_time(end_event) / 1000.0
-            self.meter._events.give(start_event, end_event)
+            events = self.meter._events
+            assert events is not None  # CUDA events come only from the meter's pool
+            events.give(start_event, end_event)
         number = self._resolver.number
         tokens = number(tokens, end_event)
         row: dict[str, Any] = {
