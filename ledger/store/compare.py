@@ -18,8 +18,9 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
+from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import fetch_floats, placeholder, rank_bounds
+from ledger.store.steps import placeholder, rank_bounds
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
@@ -99,7 +100,7 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
     if low != high:
         names = ("rank", *names)
     order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
-    table = fetch_floats(conn, f"SELECT {', '.join(names)} {where} {order}", params, len(names))
+    table = fetch_floats(conn, names, f"{where} {order}", params)
     column = {name: table[:, i] for i, name in enumerate(names)}
     return StepColumns(
         step=column["step"].astype(np.int64),
