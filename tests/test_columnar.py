@@ -42,9 +42,7 @@ def filled(lg: ledger.Ledger) -> ledger.Ledger:
 def _both(lg: ledger.Ledger, columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     mark = "?" if lg.engine.dialect.name == "sqlite" else "%s"
     with lg.engine.connect() as conn:
-        (run_id,) = conn.exec_driver_sql(
-            f"SELECT id FROM run WHERE name = {mark}", ("bulk",)
-        ).one()
+        (run_id,) = conn.exec_driver_sql(f"SELECT id FROM run WHERE name = {mark}", ("bulk",)).one()
         tail = f"FROM step WHERE run_id = {mark} ORDER BY rank, step"
         bulk = columnar.fetch_floats(conn, columns, tail, (run_id,))
         rowwise = columnar._cursor(conn, columns, tail, (run_id,))
