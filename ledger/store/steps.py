@@ -23,7 +23,7 @@ from ledger.db.types import NAN_TEXT
 from ledger.errors import UsageError
 from ledger.model.records import StepWrite
 from ledger.model.terms import STEP_COLUMNS
-from ledger.store import columnar, gate
+from ledger.store import gate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -423,43 +423,6 @@ def check_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     if unknown:
         raise UsageError(f"no step column {unknown[0]!r}; columns: {', '.join(STEP_COLUMNS)}")
     return wanted
-
-
-def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.DataFrame:
-    """A run's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
-    import numpy as np
-    import pandas as pd
-
-    names = ("rank", "step", *wanted)
-    # (rank, step) is the primary key's order: no sort in the database
-    table = columnar.fetch_floats(
-        conn,
-        names,
-        f"FROM step WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY rank, step",
-        (run_id,),
-    )
-    rank = table[:, 0].astype(np.int64)
-    step = table[:, 1].astype(np.int64)
-    if len(rank) and rank[0] != rank[-1]:  # several ranks: order by step, then rank
-        order = np.lexsort((rank, step))
-        table, rank, step = table[order], rank[order], step[order]
-    data: dict[str, Any] = {"rank": rank, "step": step}
-    data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
-    return pd.DataFrame(data, columns=list(names))
-
-
-def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
-    """A run's further scalars in long form: rank, step, name, value."""
-    import pandas as pd
-
-    data = conn.exec_driver_sql(
-        f"SELECT rank, step, name, value FROM metric "
-        f"WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY step, rank, name",
-        (run_id,),
-    ).fetchall()
-    frame = pd.DataFrame.from_records(data, columns=["rank", "step", "name", "value"])
-    frame["value"] = float_column(frame["value"])
-    return frame
 
 
 def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
