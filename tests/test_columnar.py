@@ -83,3 +83,18 @@ def test_an_empty_result_is_an_empty_array(lg: ledger.Ledger) -> None:
             conn, ("step", "throughput"), f"FROM step WHERE run_id = {mark}", (-1,)
         )
     assert table.shape == (0, 2)
+
+
+def test_labelled_read_agrees_with_the_sql_mapping(
+    lg: ledger.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # names that sort differently by case and accent, a name seen only late in the run
+    rows = [{"step": s, "b_norm": s * 1.0, "A_lr": 0.1, "é": -1.0} for s in range(1, 3001)]
+    rows[-1]["zz_late"] = 5.0
+    lg.add_steps("labels", rows)
+    direct = lg.metrics_frame("labels")
+    monkeypatch.setattr(columnar, "_sqlite_file", lambda conn: "")  # as an in-memory ledger
+    mapped = lg.metrics_frame("labels")
+    assert direct.equals(mapped)
+    assert sorted(set(direct["name"])) == ["A_lr", "b_norm", "zz_late", "é"]
+    assert len(direct) == 3 * 3000 + 1

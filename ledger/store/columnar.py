@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -88,6 +88,76 @@ def _cursor(
         itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
     )
     return flat.reshape(len(rows), width)
+
+
+def fetch_labelled(
+    conn: Connection,
+    columns: Sequence[str],
+    label: str,
+    tail: str,
+    params: tuple[Any, ...],
+    labels: Callable[[], list[str]],
+) -> tuple[list[str], np.ndarray]:
+    """`SELECT <columns>, <label> <tail>` as numbers: the distinct labels (sorted), and a
+    float64 array whose last column is each row's label's position in that list.
+
+    SQLite through ADBC reads the text once and encodes it in C; elsewhere `labels()` (the
+    distinct labels, sorted, by one query of the caller's) turns the label into a number
+    in SQL, and the rows are read with `fetch_floats`.
+    """
+    global fallbacks
+    import numpy as np
+
+    if conn.dialect.name == "sqlite":
+        path = _sqlite_file(conn)
+        if path:
+            try:
+                return _adbc_sqlite_labelled(path, columns, label, tail, params)
+            except ImportError:
+                fallbacks += 1
+            except Exception as exc:
+                if isinstance(exc.__cause__, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+                if not _driver_error(exc):
+                    raise
+                fallbacks += 1
+    names = labels()
+    if not names:
+        return [], np.empty((0, len(columns) + 1))
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    if conn.dialect.name == "postgresql":
+        code = f"array_position({mark}::text[], {label}) - 1"
+        table = fetch_floats(conn, (*columns, code), tail, (names, *params))
+    else:  # one CASE term per label (SQLite takes 32,766 parameters)
+        code = f"CASE {label} " + " ".join(f"WHEN {mark} THEN {i}" for i in range(len(names)))
+        table = fetch_floats(conn, (*columns, code + " END"), tail, (*names, *params))
+    return names, table
+
+
+def _adbc_sqlite_labelled(
+    path: str, columns: Sequence[str], label: str, tail: str, params: tuple[Any, ...]
+) -> tuple[list[str], np.ndarray]:
+    import adbc_driver_sqlite.dbapi as adbc
+    import numpy as np
+
+    width = len(columns)
+    typed = ", ".join(["0.5"] * width + ["''"])
+    body = ", ".join([*(f"nullif({c}, 'NaN')" for c in columns), label])
+    sql = f"SELECT {typed} UNION ALL SELECT * FROM (SELECT {body} {tail})"
+    with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
+        cursor.execute(sql, params)
+        table = cursor.fetch_arrow_table()
+    out = np.empty((table.num_rows - 1, width + 1), dtype=np.float64)
+    for i in range(width):
+        out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
+    encoded = table.column(width).slice(1).combine_chunks().dictionary_encode()
+    found = [str(x) for x in encoded.dictionary.to_pylist()]
+    order = sorted(range(len(found)), key=found.__getitem__)  # SQLite's BINARY order
+    position = np.empty(len(found), dtype=np.float64)
+    position[order] = np.arange(len(found))
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    out[:, width] = position[codes] if len(found) else codes
+    return [found[i] for i in order], out
 
 
 # -- SQLite through ADBC -------------------------------------------------------------------

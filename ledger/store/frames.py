@@ -20,10 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-# Above this many distinct names a run's metrics are read as text (the name → position
-# mapping is one CASE term per name on SQLite).
-MAX_CODED_NAMES = 2000
-
 
 def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.DataFrame:
     """A run's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
@@ -50,12 +46,12 @@ def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
 
     names, table = _metric_rows(conn, run_id)
     rank, step, table = _by_step(table)
-    codes = table[:, 2].astype(np.int64)
+    codes = table[:, 3].astype(np.int64)
     if len(codes) and (rank != rank[0]).any():  # by step, then rank, then name
         order = np.lexsort((codes, rank, step))
         rank, step, codes, table = rank[order], step[order], codes[order], table[order]
     name = np.array(names, dtype=object)[codes] if names else np.empty(0, dtype=object)
-    return pd.DataFrame({"rank": rank, "step": step, "name": name, "value": table[:, 3]})
+    return pd.DataFrame({"rank": rank, "step": step, "name": name, "value": table[:, 2]})
 
 
 def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
@@ -70,17 +66,12 @@ def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
     if not len(table):
         return steps
     m_rank, m_step, table = _by_step(table)
-    codes = table[:, 2].astype(np.int64)
-    # the union of the (rank, step) keys of both tables, in order
+    codes = table[:, 3].astype(np.int64)
     s_rank = steps["rank"].to_numpy()
     s_step = steps["step"].to_numpy()
-    keys = np.unique(
-        np.concatenate([np.stack([s_step, s_rank], axis=1), np.stack([m_step, m_rank], axis=1)]),
-        axis=0,
-    )
+    keys = _union(s_step, s_rank, m_step, m_rank)
     step, rank = keys[:, 0], keys[:, 1]
-    index = {"rank": rank, "step": step}
-    frame = pd.DataFrame(index)
+    frame = pd.DataFrame({"rank": rank, "step": step})
     at_s = _positions(keys, s_step, s_rank)
     for name in held:
         column = np.full(len(keys), np.nan)
@@ -88,7 +79,7 @@ def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
         frame[name] = column
     at_m = _positions(keys, m_step, m_rank)
     grid = np.full((len(keys), len(names)), np.nan)
-    grid[at_m, codes] = table[:, 3]
+    grid[at_m, codes] = table[:, 2]
     for i in range(len(names)):  # in the database's order of names
         if names[i] not in frame.columns:
             frame[names[i]] = grid[:, i]
@@ -106,39 +97,28 @@ def _held_columns(conn: Connection, run_id: int) -> tuple[str, ...]:
 
 def _metric_rows(conn: Connection, run_id: int) -> tuple[list[str], np.ndarray]:
     """The run's distinct metric names (sorted), and its metric rows as numbers: rank,
-    step, the name's position in that list, value — in the key's order (rank, step)."""
+    step, value, the name's position in that list — in the key's order (rank, step)."""
     import numpy as np
 
     mark = placeholder(conn.dialect.name)
-    names = [
-        str(n)
-        for (n,) in conn.exec_driver_sql(
-            f"SELECT DISTINCT name FROM metric WHERE run_id = {mark} ORDER BY name", (run_id,)
-        )
-    ]
-    if not names:
+    where = f"FROM metric WHERE run_id = {mark}"
+    low, high = conn.exec_driver_sql(  # each end of the key: no scan
+        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
+    ).one()
+    if low is None:
         return [], np.empty((0, 4))
-    tail = f"FROM metric WHERE run_id = {mark} ORDER BY rank, step, name"
-    if conn.dialect.name == "postgresql":
-        code = f"array_position({mark}::text[], name) - 1"
-        return names, columnar.fetch_floats(conn, ("rank", "step", code, "value"), tail,
-                                            (names, run_id))  # fmt: skip
-    if len(names) <= MAX_CODED_NAMES:
-        code = "CASE name " + " ".join(f"WHEN {mark} THEN {i}" for i in range(len(names))) + " END"
-        return names, columnar.fetch_floats(conn, ("rank", "step", code, "value"), tail,
-                                            (*names, run_id))  # fmt: skip
-    rows = conn.exec_driver_sql(f"SELECT rank, step, name, value {tail}", (run_id,)).fetchall()
-    position = {n: i for i, n in enumerate(names)}
-    return names, np.array(
-        [(r, s, position[n], _float(v)) for r, s, n, v in rows], dtype=np.float64
-    ).reshape(len(rows), 4)
 
+    def names() -> list[str]:
+        query = f"SELECT DISTINCT name {where} ORDER BY name"
+        return [str(n) for (n,) in conn.exec_driver_sql(query, (run_id,))]
 
-def _float(value: Any) -> float:
-    try:
-        return float(value) if value is not None else float("nan")
-    except (TypeError, ValueError):  # SQLite's 'NaN' text reads as a float; nothing else
-        return float("nan")
+    tail = f"{where} ORDER BY rank, step, name"
+    one_rank = low == high  # the rank need not be read, row by row
+    columns = ("step", "value") if one_rank else ("rank", "step", "value")
+    labels, table = columnar.fetch_labelled(conn, columns, "name", tail, (run_id,), names)
+    if one_rank:
+        table = np.column_stack([np.full(len(table), float(low)), table])
+    return labels, table
 
 
 def _by_step(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,6 +132,24 @@ def _by_step(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         order = np.lexsort((rank, step))
         table, rank, step = table[order], rank[order], step[order]
     return rank, step, table
+
+
+def _union(
+    s_step: np.ndarray, s_rank: np.ndarray, m_step: np.ndarray, m_rank: np.ndarray
+) -> np.ndarray:
+    """The (step, rank) pairs of both tables, unique, sorted by step then rank."""
+    import numpy as np
+
+    step = np.concatenate([s_step, m_step])
+    rank = np.concatenate([s_rank, m_rank])
+    low = int(rank.min())
+    span = int(rank.max()) - low + 1
+    largest = max(abs(int(step.min())), abs(int(step.max())))
+    if largest < (1 << 62) // span:  # (step, rank) as one int, in the same order
+        combined = np.unique(step * span + (rank - low))
+        return np.stack([combined // span, combined % span + low], axis=1)
+    pairs: np.ndarray = np.unique(np.stack([step, rank], axis=1), axis=0)
+    return pairs
 
 
 def _positions(keys: np.ndarray, step: np.ndarray, rank: np.ndarray) -> np.ndarray:
