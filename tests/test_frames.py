@@ -81,3 +81,14 @@ def test_frames_of_a_run_without_metrics_or_steps(lg: ledger.Ledger) -> None:
     assert lg.metrics_frame("plain").empty
     lg.add_steps("only_metrics", [{"step": 1, "grad_norm": 2.0}])
     assert lg.wide_frame("only_metrics")["grad_norm"].tolist() == [2.0]
+
+
+def test_an_unknown_run_is_named_with_the_closest(lg: ledger.Ledger) -> None:
+    import pytest
+
+    from ledger.errors import NotFoundError
+
+    lg.add_steps("eager_unpadded", [{"step": 1, "throughput": 1.0}])
+    for read in (lg.wide_frame, lg.metrics_frame, lg.steps_frame):
+        with pytest.raises(NotFoundError, match="eager_unpadded"):
+            read("eager_unpaded")

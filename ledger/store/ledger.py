@@ -324,18 +324,18 @@ class Ledger:
         """
         wanted = steps.check_columns(columns)
         with self._read() as (s, inv):
-            return frames.steps_frame(s.connection(), lookup.run_row(s, inv, run).id, wanted)
+            return frames.steps_frame(s.connection(), lookup.run_id(s, inv, run), wanted)
 
     def metrics_frame(self, run: str) -> pd.DataFrame:
         """A run's further scalars in long form: rank, step, name, value."""
         with self._read() as (s, inv):
-            return frames.metrics_frame(s.connection(), lookup.run_row(s, inv, run).id)
+            return frames.metrics_frame(s.connection(), lookup.run_id(s, inv, run))
 
     def wide_frame(self, run: str) -> pd.DataFrame:
         """A run as one table: a row per step (and rank), its step columns that hold a
         value, then a column per metric."""
         with self._read() as (s, inv):
-            return frames.wide_frame(s.connection(), lookup.run_row(s, inv, run).id)
+            return frames.wide_frame(s.connection(), lookup.run_id(s, inv, run))
 
     def step_columns(self, run: str, *, after: int | None = None) -> StepColumns:
         """The run's steps (after step `after`) as arrays for ledger.analyze."""

@@ -27,9 +27,24 @@ def investigation_row(session: Session, name: str) -> m.Investigation:
 
 
 def investigation_id(session: Session, name: str) -> int:
-    """The investigation's id; NO_INVESTIGATION when it does not exist (reads see no rows)."""
-    found = session.scalar(select(m.Investigation.id).where(m.Investigation.name == name))
+    """The investigation's id; NO_INVESTIGATION when it does not exist (reads see no rows).
+
+    A Core query (the table, not the mapped class): a read that needs only ids then
+    never pays for configuring the ORM's mappers, a third of a small read's time."""
+    table = m.Investigation.__table__
+    found = session.scalar(select(table.c.id).where(table.c.name == name))
     return NO_INVESTIGATION if found is None else int(found)
+
+
+def run_id(session: Session, inv: int, name: str) -> int:
+    """The id of the run called `name` (a Core query, as above), or NotFoundError."""
+    table = m.Run.__table__
+    found = session.scalar(
+        select(table.c.id).where(table.c.investigation_id == inv, table.c.name == name)
+    )
+    if found is None:
+        raise NotFoundError("run", name, run_names(session, inv))
+    return int(found)
 
 
 def find_run(session: Session, inv: int, name: str) -> m.Run | None:
