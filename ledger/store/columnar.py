@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import itertools
 import struct
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 from sqlalchemy import Connection
@@ -34,27 +35,39 @@ from sqlalchemy import Connection
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+BULK_ROWS = 10_000  # below this many rows the cursor is as fast as a bulk read
 fallbacks = 0  # bulk reads that had to take the cursor path (see the module's docstring)
 
 
 def fetch_floats(
-    conn: Connection, columns: Sequence[str], tail: str, params: tuple[Any, ...]
+    conn: Connection,
+    columns: Sequence[str],
+    tail: str,
+    params: tuple[Any, ...],
+    *,
+    bulk: bool = True,
 ) -> np.ndarray:
     """`SELECT <columns> <tail>` as a float64 array of shape (rows, len(columns)).
 
     `columns` are SQL expressions of numbers; `tail` is the rest of the query (FROM …
-    WHERE … ORDER BY …) with the dialect's parameter markers for `params`.
+    WHERE … ORDER BY …) with the dialect's parameter markers for `params`. `bulk=False`
+    (a caller that knows the rows are few, as `watch`'s reads of the newest steps are)
+    takes the session's own cursor: as fast for a few thousand rows, and no second
+    connection.
     """
     global fallbacks
     dialect = conn.dialect.name
+    if not bulk:
+        return _cursor(conn, columns, tail, params)
     if dialect == "postgresql":
         return _postgres(conn, columns, tail, params)
     if dialect == "sqlite":
         path = _sqlite_file(conn)
         if path:
             try:
-                return _adbc_sqlite(path, columns, tail, params)
+                return _off_main_thread(_adbc_sqlite, path, columns, tail, params)
             except ImportError:
                 fallbacks += 1
             except Exception as exc:  # the driver's own errors have no common base class
@@ -112,7 +125,7 @@ def fetch_labelled(
         path = _sqlite_file(conn)
         if path:
             try:
-                return _adbc_sqlite_labelled(path, columns, label, tail, params)
+                return _off_main_thread(_adbc_sqlite_labelled, path, columns, label, tail, params)
             except ImportError:
                 fallbacks += 1
             except Exception as exc:
@@ -186,6 +199,32 @@ def _adbc_sqlite(
     for i in range(width):
         out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
     return out
+
+
+def _off_main_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run `fn` in a thread of its own and wait for it.
+
+    ADBC's Python layer swaps the process's SIGINT handler around every call made on the
+    main thread (to cancel the query, which its SQLite driver cannot do), and a Ctrl-C that
+    lands in that swap can kill the process instead of raising KeyboardInterrupt. Off the
+    main thread it leaves the handler alone; the main thread's wait stays interruptible, so
+    Ctrl-C raises at once (the read finishes unseen in its daemon thread).
+    """
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, fn(*args)))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=work, name="ledger-bulk-read", daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)
 
 
 def _driver_error(exc: Exception) -> bool:

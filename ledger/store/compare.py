@@ -18,7 +18,7 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
-from ledger.store.columnar import fetch_floats
+from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
 from ledger.store.steps import placeholder, rank_bounds
 
@@ -101,6 +101,7 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
     ).one()
     held = tuple(c for c, n in zip(ANALYSED, counts, strict=True) if n)
     consecutive = low == high and rows and last - first + 1 == rows
+    bulk = rows >= BULK_ROWS
     names: tuple[str, ...] = held if consecutive else ("step", *held)
     if low != high:
         names = ("rank", *names)
@@ -109,12 +110,14 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
         # The bulk reader has a connection of its own, which may already see rows a
         # writer added since the count: read exactly the rows counted.
         bounded = f"{where} AND rank = {mark} AND step BETWEEN {mark} AND {mark} {order}"
-        table = fetch_floats(conn, names or ("step",), bounded, (*params, low, first, last))
+        table = fetch_floats(
+            conn, names or ("step",), bounded, (*params, low, first, last), bulk=bulk
+        )
         if len(table) != rows:  # rows were removed meanwhile: read the steps too
             consecutive = False
             names = ("step", *held)
     if not consecutive:
-        table = fetch_floats(conn, names, f"{where} {order}", params)
+        table = fetch_floats(conn, names, f"{where} {order}", params, bulk=bulk)
     column = {name: table[:, i] for i, name in enumerate(names)}
     step = np.arange(first, last + 1, dtype=np.int64) if consecutive else None
     return StepColumns(
