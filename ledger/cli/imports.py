@@ -44,7 +44,9 @@ def _text(result: ImportResult) -> str:
 
 
 def _line(r: ImportedRun) -> str:
-    what = f"{r.steps:,} step rows, {r.metrics:,} metrics" if r.steps or r.metrics else "nothing new"
+    what = f"{r.steps:,} step rows, {r.metrics:,} metrics"
+    if not (r.steps or r.metrics):
+        what = "nothing new"
     mapped = ", ".join(f"{src}→{col}" for src, col in r.columns.items()) or "no step columns"
     made = " (new run)" if r.run_created else ""
     bad = f"; {r.bad_values:,} values not stored as given" if r.bad_values else ""

@@ -34,7 +34,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
 
 
 def is_store(tables: set[str]) -> bool:
-    return STORE_TABLES <= tables
+    return tables >= STORE_TABLES
 
 
 def read_sqlite(path: Path) -> list[TrackedRun]:

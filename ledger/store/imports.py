@@ -135,9 +135,7 @@ def step_rows(
             row[column] = value
             if wall is not None and wall > row.get("wall_time", float("-inf")):
                 row["wall_time"] = wall
-    return [
-        (RANK, step, *(values[step].get(c) for c in columns)) for step in sorted(values)
-    ]
+    return [(RANK, step, *(values[step].get(c) for c in columns)) for step in sorted(values)]
 
 
 def _known(conn: Any, run_id: int) -> tuple[set[int], set[tuple[int, str]]]:

@@ -26,8 +26,8 @@ from ledger.db import models as m
 from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
 from ledger.hashing import sha256_file
 from ledger.model import records
-from ledger.model.imports import ImportResult
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
+from ledger.model.imports import ImportResult
 from ledger.model.records import FateChange, StepWrite
 from ledger.store import (
     compare,
