@@ -394,3 +394,37 @@ def test_the_cli_imports_and_prints_json(tmp_path: Path, db_url: str) -> None:
     bad = run_cli("import", str(export), "--map", "tps")
     assert bad.exit_code == 2
     assert bad.output.strip().startswith("Error:") and len(bad.output.strip().splitlines()) == 1
+
+
+# -- imported runs are runs like any other -----------------------------------------------
+
+
+def test_compare_and_watch_read_imported_runs(
+    lg: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from ledger.watch import watch
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = _mlflow_client((tmp_path / "mlruns").as_uri())
+    experiment_id = client.create_experiment("bench")
+    noise = random.Random(7)
+    for name, speed in (("eager", 14000.0), ("slower", 12600.0)):
+        run_id = client.create_run(experiment_id, run_name=name).info.run_id
+        for step in range(300):
+            value = speed * (1 + noise.gauss(0, 0.01))
+            client.log_metric(run_id, "tokens_per_sec", value, timestamp=step * 100, step=step)
+        client.set_terminated(run_id, "FINISHED")
+    lg.import_runs([tmp_path / "mlruns"])
+
+    report = lg.compare(["eager", "slower"])
+    (comparison,) = report.comparisons
+    assert comparison.delta_pct == pytest.approx(-10.0, abs=1.5)
+    assert comparison.verdict == "regression"
+
+    updates = list(watch(lg, "slower", against="eager", timeout=30.0, interval=0.01))
+    result = updates[-1].result
+    assert result is not None
+    assert (result.outcome, result.fate) == ("regression", "finished")
+    assert result.steps >= 299  # every imported step reached the monitor (the first opens it)
