@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ledger import importers
+import ledger.importers as importers
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import ConflictError, UsageError
