@@ -94,3 +94,28 @@ def test_the_logger_is_reached_lazily_from_ledger_hook() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "LedgerLogger"
+
+
+class _OutOfMemory(_Tiny):
+    def training_step(self, batch: Any, idx: int) -> Any:
+        if idx == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().training_step(batch, idx)
+
+
+@pytest.mark.filterwarnings(ADVICE)
+@pytest.mark.filterwarnings(LEAFSPEC)
+def test_a_fit_that_raises_ends_with_the_exceptions_fate(db_url: str) -> None:
+    from ledger.hook import LedgerLogger
+
+    logger = LedgerLogger("oom", db=db_url, cuda=False)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=10, logger=logger, callbacks=[logger],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        log_every_n_steps=1,
+    )  # fmt: skip
+    with pytest.raises(torch.OutOfMemoryError):
+        trainer.fit(_OutOfMemory(), _loader(10))
+    with ledger.open(db_url) as lg:
+        summary = lg.run_summary("oom")
+        assert (summary.fate, summary.steps) == ("oom", 4)  # the step that raised is a row too

@@ -56,6 +56,7 @@ class LedgerLogger(Logger, Callback):
         self._options = meter_options
         self._step: MeteredStep | None = None
         self._opened_at = 0  # global_step when the open step began
+        self._raised = False  # a step ended with an exception: its fate is the run's
 
     # -- the Logger side -----------------------------------------------------------------
 
@@ -88,7 +89,7 @@ class LedgerLogger(Logger, Callback):
         """The fit (or validate, test) ended: close the meter this logger opened."""
         self._close_open_step()
         if self.meter is not None and self._owns_meter and not self.meter.closed:
-            fate = FINAL_STATUS.get(status, "crashed")
+            fate = None if self._raised else FINAL_STATUS.get(status, "crashed")
             reason = None if fate is None else f"Lightning ended the fit: {status}"
             self.meter.close(fate, reason)
 
@@ -118,6 +119,7 @@ class LedgerLogger(Logger, Callback):
         """A step that raised ends with the exception: the meter reads the fate from it."""
         step, self._step = self._step, None
         if step is not None:
+            self._raised = True
             step.__exit__(type(exception), exception, exception.__traceback__)
 
     # -- helpers -------------------------------------------------------------------------
@@ -129,6 +131,7 @@ class LedgerLogger(Logger, Callback):
                 options.setdefault("rank", rank)
             self.meter = StepMeter(self.run, db=self.db, **options)
             self._owns_meter = True
+            self._raised = False
         return self.meter
 
     def _close_open_step(self) -> None:
