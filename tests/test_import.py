@@ -363,21 +363,29 @@ def test_what_is_not_a_tracker_is_refused_in_one_line(lg: Any, tmp_path: Path) -
         lg.import_runs([export, other], "one")
 
 
-def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("library", "extra"), [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+def test_a_missing_extra_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, library: str, extra: str
+) -> None:
     import builtins
 
-    from ledger.importers import tensorboard
+    from ledger import importers
 
     real = builtins.__import__
 
-    def no_tensorboard(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("tensorboard"):
+    def without(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == library or name.startswith(library + "."):
             raise ImportError(name)
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
-    with pytest.raises(MissingExtraError, match=r"pip install 'ledger\[tensorboard\]'"):
-        tensorboard.read(tmp_path, tmp_path)
+    if library == "tensorboard":
+        (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
+    else:
+        (tmp_path / "run-abc.wandb").write_bytes(b"")
+    monkeypatch.setattr(builtins, "__import__", without)
+    with pytest.raises(MissingExtraError, match=rf"pip install 'ledger\[{extra}\]'") as caught:
+        importers.read(tmp_path)
+    assert "\n" not in str(caught.value)
 
 
 def test_the_cli_imports_and_prints_json(tmp_path: Path, db_url: str) -> None:
