@@ -436,3 +436,18 @@ def test_compare_and_watch_read_imported_runs(
     assert result is not None
     assert (result.outcome, result.fate) == ("regression", "finished")
     assert result.steps >= 299  # every imported step reached the monitor (the first opens it)
+
+
+def test_the_documented_name_table_is_the_one_used() -> None:
+    import re
+
+    from ledger.importers.names import DEFAULT_NAMES
+
+    page = (Path(__file__).parent.parent / "docs" / "import.md").read_text(encoding="utf-8")
+    section = page.split("### The default name table", 1)[1].split("\n\n", 2)[1]
+    documented: dict[str, str] = {}
+    for line in section.splitlines()[2:]:
+        names, column = line.strip("|").split("|")
+        target = re.findall(r"`([^`]+)`", column)[0]
+        documented.update(dict.fromkeys(re.findall(r"`([^`]+)`", names), target))
+    assert documented == {name: column for name, (column, _) in DEFAULT_NAMES.items()}

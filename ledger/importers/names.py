@@ -21,6 +21,7 @@ DEFAULT_NAMES: dict[str, tuple[str, str | None]] = {
     "train/tokens_per_sec": ("throughput", "tokens/s"),
     "train/tokens_per_second": ("throughput", "tokens/s"),
     "train_tokens_per_second": ("throughput", "tokens/s"),
+    "throughput(tps)": ("throughput", "tokens/s"),  # torchtitan
     "throughput": ("throughput", None),
     "train/throughput": ("throughput", None),
     "samples_per_sec": ("throughput", "samples/s"),
@@ -29,10 +30,14 @@ DEFAULT_NAMES: dict[str, tuple[str, str | None]] = {
     "loss": ("loss", None),
     "train/loss": ("loss", None),
     "train_loss": ("loss", None),
+    "loss_metrics/global_avg_loss": ("loss", None),  # torchtitan
+    "lm loss": ("loss", None),  # Megatron
     "step_time": ("step_time_s", None),
     "step_time_s": ("step_time_s", None),
     "train/step_time": ("step_time_s", None),
     "time/step": ("step_time_s", None),
+    "time_metrics/end_to_end(s)": ("step_time_s", None),  # torchtitan
+    "iteration-time": ("step_time_s", None),  # Megatron
     "tokens": ("tokens", None),
     "num_tokens": ("tokens", None),
     "memory_allocated_mib": ("memory_allocated_mib", None),
