@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -216,11 +217,16 @@ def test_an_mlflow_file_store_imports_the_same(
 
 
 @pytest.fixture(scope="module")
-def trackio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trackio_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """trackio reads its folder once, at import: one folder for this module's projects."""
     folder = tmp_path_factory.mktemp("trackio")
+    before = os.environ.get("TRACKIO_DIR")
     os.environ["TRACKIO_DIR"] = str(folder)
-    return folder
+    yield folder
+    if before is None:
+        os.environ.pop("TRACKIO_DIR", None)
+    else:
+        os.environ["TRACKIO_DIR"] = before
 
 
 def test_a_trackio_project_imports_each_run(lg: Any, trackio_dir: Path) -> None:
