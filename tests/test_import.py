@@ -94,7 +94,12 @@ def test_a_tensorboard_log_imports_every_step_once_and_grows(lg: Any, tmp_path: 
         )
     metrics = metrics_of(lg, "eager")
     assert {k: v for k, v in metrics.items()} == {(s, "lr"): v for s, (v, _) in truth["lr"].items()}
-    assert lg.show("eager").throughput_unit == "tokens/s"
+    detail = lg.show("eager")
+    assert detail.throughput_unit == "tokens/s"
+    (source,) = detail.log_files  # the folder it came from, its bytes, the points read
+    assert source.path == str(folder.resolve())
+    assert source.size == sum(p.stat().st_size for p in folder.iterdir())
+    assert source.lines == 90
 
     again = lg.import_runs([tmp_path / "runs"])
     assert (again.steps, again.metrics, again.runs[0].run_created) == (0, 0, False)

@@ -62,6 +62,7 @@ def read_sqlite(path: Path) -> list[TrackedRun]:
             params = conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,))
             run.config = {str(k): str(v) for k, v in params}
             _fate(run, str(status or ""))
+            run.size = path.stat().st_size
             found.append(run)
         return found
     except sqlite3.DatabaseError as exc:
@@ -99,6 +100,7 @@ def read_file_store(root: Path) -> list[TrackedRun]:
         name = _text(folder / "tags" / "mlflow.runName") or meta.get("run_name") or run_id
         run = TrackedRun(name=name, source=SOURCE, origin=f"{root.resolve()}#{run_id}")
         for file in sorted(p for p in (folder / "metrics").rglob("*") if p.is_file()):
+            run.size += file.stat().st_size
             key = file.relative_to(folder / "metrics").as_posix()
             for line in file.read_text(encoding="utf-8").splitlines():
                 parts = line.split()

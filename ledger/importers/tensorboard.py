@@ -47,6 +47,7 @@ def read(folder: Path, root: Path) -> TrackedRun:
     tags = acc.Tags()
     name = _name(folder, root)
     run = TrackedRun(name=name, source=SOURCE, origin=str(folder.resolve()))
+    run.size = sum(p.stat().st_size for p in folder.glob(EVENT_PREFIX + "*") if p.is_file())
     for tag in tags.get("scalars", []):
         for event in acc.Scalars(tag):
             run.add(tag, int(event.step), float(event.value), float(event.wall_time))

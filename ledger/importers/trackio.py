@@ -52,6 +52,9 @@ def read(path: Path) -> list[TrackedRun]:
                     for k, v in _object(blob).items()
                     if not str(k).startswith("_") and v is not None
                 }
+        size = path.stat().st_size
+        for run in runs.values():
+            run.size = size
         return list(runs.values())
     except sqlite3.DatabaseError as exc:
         raise BadContentError(f"{path}: cannot read it as a trackio project ({exc})") from exc

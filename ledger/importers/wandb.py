@@ -74,6 +74,7 @@ def records(file: Path) -> Iterator[dict[str, Any]]:
 def read_offline(file: Path) -> TrackedRun:
     run_id = file.stem.removeprefix("run-")
     run = TrackedRun(name=run_id, source=SOURCE, origin=str(file.resolve()))
+    run.size = file.stat().st_size
     for record in records(file):
         kind = record.get("type")
         body = record.get(kind, {}) if isinstance(kind, str) else {}
@@ -158,6 +159,7 @@ def is_export(path: Path) -> bool:
 
 def read_export(path: Path) -> TrackedRun:
     run = TrackedRun(name=_export_name(path), source=SOURCE, origin=str(path.resolve()))
+    run.size = path.stat().st_size
     with path.open(encoding="utf-8", newline="") as handle:
         if path.suffix.lower() == ".csv":
             for row in csv.DictReader(handle):

@@ -29,6 +29,7 @@ class TrackedRun:
     fate: str | None = None  # a ledger fate when the tracker says how the run ended
     fate_reason: str | None = None
     named: bool = False  # the caller chose the name (not the tracker)
+    size: int = 0  # bytes of the files it was read from
 
     def add(self, name: str, step: int, value: float, wall: float | None = None) -> None:
         self.scalars.setdefault(name, []).append((step, value, wall))

@@ -88,8 +88,8 @@ def store_run(session: Session, inv: int, tracked: TrackedRun, cmap: ColumnMap) 
     if unit and not run_row.throughput_unit:
         run_row.throughput_unit = unit
     _times_and_fate(run_row, tracked, rows)
-    points = sum(len(p) for p in tracked.scalars.values())
-    lf.size = lf.offset = lf.lines = points
+    lf.size = lf.offset = tracked.size
+    lf.lines = sum(len(p) for p in tracked.scalars.values())  # the points read
     lf.ingested_at = utcnow()
     last = session.scalar(select(m.Step.step).where(m.Step.run_id == run_row.id).order_by(
         m.Step.step.desc()).limit(1))  # fmt: skip
