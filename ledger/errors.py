@@ -65,6 +65,17 @@ class BadContentError(LedgerError):
     trainer_state.json without a log_history, a binary file given as a diff)."""
 
 
+class MissingExtraError(LedgerError):
+    """Raised when reading a file needs an optional library that is not installed; the
+    message names the extra that installs it (`pip install 'ledger[tensorboard]'`)."""
+
+    def __init__(self, what: str, extra: str, library: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"reading {what} needs {library}: pip install 'ledger[{extra}]' (or {library})"
+        )
+
+
 class OutputFileError(LedgerError):
     """Raised when a file ledger was asked to write (a report, a plot) cannot be written."""
 

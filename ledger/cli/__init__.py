@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from ledger.cli import analyze, demo, logs, read, record, report, watch  # noqa: F401 — registers the commands
+from ledger.cli import (  # noqa: F401 — registers the commands
+    analyze,
+    demo,
+    imports,
+    logs,
+    read,
+    record,
+    report,
+    watch,
+)
 from ledger.cli.app import cli
 
 

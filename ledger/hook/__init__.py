@@ -28,4 +28,8 @@ def __getattr__(name: str) -> object:
         from ledger.hook.hf import LedgerCallback
 
         return LedgerCallback
+    if name == "LedgerLogger":  # the Lightning logger, imported on first use like the callback
+        from ledger.hook.lightning import LedgerLogger
+
+        return LedgerLogger
     raise AttributeError(f"module 'ledger.hook' has no attribute {name!r}")

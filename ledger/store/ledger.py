@@ -27,6 +27,7 @@ from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
 from ledger.hashing import sha256_file
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
+from ledger.model.imports import ImportResult
 from ledger.model.records import FateChange, StepWrite
 from ledger.store import (
     compare,
@@ -34,6 +35,7 @@ from ledger.store import (
     fixes,
     frames,
     hypotheses,
+    imports,
     ingest,
     lookup,
     meter,
@@ -396,6 +398,15 @@ class Ledger:
                 (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache
             )
             return ingest.read_log(s, inv, file, name, request)
+
+    def import_runs(
+        self, paths: Sequence[str | os.PathLike[str]], run: str | None = None, *,
+        names: Sequence[str] = (),
+    ) -> ImportResult:  # fmt: skip
+        """Runs other trackers recorded (docs/import.md), new steps only; `names`: SRC=COLUMN."""
+        found, cmap = imports.read_all([Path(p) for p in paths], run, names)  # no transaction yet
+        with self._write() as (s, inv):
+            return imports.store_all(s, inv, found, cmap)
 
     def log_events(self, run: str, kind: str | None = None) -> list[dict[str, Any]]:
         """A run's log events in order: line, kind, text, rank."""

@@ -1,0 +1,149 @@
+"""The Lightning adapter: StepMeter as a Lightning `Logger` (and `Callback`).
+
+    from ledger.hook import LedgerLogger
+    ledger_logger = LedgerLogger("my_run")
+    trainer = L.Trainer(logger=ledger_logger, callbacks=[ledger_logger])
+
+As a logger it records what the LightningModule logs (`self.log("train_loss", …)`) as
+metric rows at the step Lightning logs them (hyperparameters are not recorded: StepMeter
+keeps steps and metrics, not a run's configuration). Given as a callback too, it times
+every optimizer step (all its gradient-accumulation batches) as one step row, numbered
+like `trainer.global_step` after it, with the loss `training_step` returned: the rows
+`ledger.hook.LedgerCallback` writes for the Hugging Face Trainer. Each process (rank)
+records its own steps.
+"""
+
+from __future__ import annotations
+
+import os
+from argparse import Namespace
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.loggers import Logger
+except ImportError as exc:  # pragma: no cover - exercised only without lightning
+    raise ImportError(
+        "ledger.hook.LedgerLogger needs Lightning: pip install 'ledger[lightning]' "
+        "(or use ledger.hook.StepMeter directly in your own loop)"
+    ) from exc
+
+from ledger.hook.meter import MeteredStep, StepMeter
+
+# Lightning's finalize() status → the run's fate (None: the meter decides, finished unless
+# the last step failed)
+FINAL_STATUS = {"success": None, "finished": None, "failed": "crashed"}
+
+
+class LedgerLogger(Logger, Callback):
+    """Records a Lightning fit into a ledger run (default name: $LEDGER_RUN, else the
+    script's name). Other keyword arguments go to StepMeter; pass `meter=` to share one."""
+
+    def __init__(
+        self,
+        run: str | None = None,
+        *,
+        db: str | os.PathLike[str] | None = None,
+        meter: StepMeter | None = None,
+        **meter_options: Any,
+    ) -> None:
+        super().__init__()
+        self.run = run
+        self.db = db
+        self.meter = meter
+        self._owns_meter = meter is None
+        self._options = meter_options
+        self._step: MeteredStep | None = None
+        self._opened_at = 0  # global_step when the open step began
+        self._raised = False  # a step ended with an exception: its fate is the run's
+
+    # -- the Logger side -----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.run or "ledger"
+
+    @property
+    def version(self) -> str:
+        return self.meter.run if self.meter is not None else (self.run or "0")
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        numbers = {
+            name: float(value)
+            for name, value in metrics.items()
+            if name != "epoch" and _is_number(value)
+        }
+        if numbers:
+            meter = self._meter()
+            meter.log(int(step) if step is not None else meter._next_step, **numbers)
+
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace, *args: Any, **kw: Any) -> None:
+        """Not recorded: StepMeter writes steps and metrics, not a run's configuration."""
+
+    def save(self) -> None:
+        if self.meter is not None and not self.meter.closed:
+            self.meter.flush()
+
+    def finalize(self, status: str) -> None:
+        """The fit (or validate, test) ended: close the meter this logger opened."""
+        self._close_open_step()
+        if self.meter is not None and self._owns_meter and not self.meter.closed:
+            fate = None if self._raised else FINAL_STATUS.get(status, "crashed")
+            reason = None if fate is None else f"Lightning ended the fit: {status}"
+            self.meter.close(fate, reason)
+
+    # -- the Callback side: timing each optimizer step -----------------------------------
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
+        if self._step is not None:
+            return  # a later batch of one gradient-accumulation window
+        meter = self._meter(rank=getattr(trainer, "global_rank", None))
+        self._opened_at = int(trainer.global_step)
+        self._step = meter.step(self._opened_at + 1)
+        self._step.__enter__()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        step = self._step
+        if step is None or int(trainer.global_step) == self._opened_at:
+            return  # the optimizer has not stepped yet: the step goes on
+        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        if loss is not None and hasattr(loss, "detach"):
+            step.set(loss=loss.detach())
+        self._step = None
+        step.__exit__(None, None, None)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """A step that raised ends with the exception: the meter reads the fate from it."""
+        step, self._step = self._step, None
+        if step is not None:
+            self._raised = True
+            step.__exit__(type(exception), exception, exception.__traceback__)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _meter(self, rank: int | None = None) -> StepMeter:
+        if self.meter is None or (self.meter.closed and self._owns_meter):
+            options = dict(self._options)
+            if rank is not None:
+                options.setdefault("rank", rank)
+            self.meter = StepMeter(self.run, db=self.db, **options)
+            self._owns_meter = True
+            self._raised = False
+        return self.meter
+
+    def _close_open_step(self) -> None:
+        step, self._step = self._step, None
+        if step is not None:
+            step.__exit__(None, None, None)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    numel = getattr(value, "numel", None)
+    return callable(numel) and numel() == 1
