@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger.cli import analyze, demo, logs, read, record, report, watch  # noqa: F401 — registers the commands
+from ledger.cli import analyze, demo, logs, read, record, report, watch, why  # noqa: F401 — registers the commands
 from ledger.cli.app import cli
 
 
