@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         Memory,
         RunEvidence,
     )
-    from ledger.model.why import WhyResult
+    from ledger.model.why import Finding, WhyResult
 
 MIN_STEPS = 20
 # The events the findings read, and how many of each (the latest) are kept.
@@ -87,6 +87,16 @@ def explain(found: Gathered, threshold: float | None = None) -> WhyResult:
         baseline=found.baseline,
         threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
     )
+
+
+def top_findings(found: list[Gathered], threshold: float | None) -> dict[str, Finding]:
+    """The top finding of each run against its reference (runs without one are left out)."""
+    out = {}
+    for pair in found:
+        top = explain(pair, threshold).top
+        if top is not None:
+            out[pair.run.name] = top
+    return out
 
 
 def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:
