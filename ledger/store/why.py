@@ -27,6 +27,7 @@ from ledger.store.steps import fetch_floats, placeholder
 if TYPE_CHECKING:
     import numpy as np
 
+    from ledger.analyze import StepColumns
     from ledger.analyze.diagnose.evidence import (
         ChangeRow,
         ConfigRow,
@@ -126,10 +127,13 @@ def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:
     return session.get_one(m.Run, best[1]) if best is not None else None
 
 
-def evidence(session: Session, row: m.Run) -> RunEvidence:
+def evidence(session: Session, row: m.Run, columns: StepColumns | None = None) -> RunEvidence:
+    """What `why` reads of one run (`columns`: its steps, when already read)."""
     from ledger.analyze.diagnose.evidence import RunEvidence
 
     has_steps = session.scalar(select(m.Step.step).where(m.Step.run_id == row.id).limit(1))
+    if columns is None and has_steps is not None:
+        columns = compare.step_columns(session, row.id)
     events, counts = _events(session, row.id)
     return RunEvidence(
         name=row.name,
@@ -137,7 +141,7 @@ def evidence(session: Session, row: m.Run) -> RunEvidence:
         fate=row.fate,
         fate_reason=row.fate_reason,
         unit=row.throughput_unit,
-        columns=compare.step_columns(session, row.id) if has_steps is not None else None,
+        columns=columns,
         memory=_memory(session, row.id) if has_steps is not None else None,
         metrics=_metrics(session, row.id),
         events=events,
