@@ -91,7 +91,9 @@ def test_memory_that_grows_until_oom(lg: Any, tmp_path: Path) -> None:
 
 def test_a_periodic_stall(lg: Any) -> None:
     lg.write_steps("plain", hook_rows(1200, seed=5))
-    lg.write_steps("stalls", hook_rows(1200, seed=6, extra_s=lambda s: 4.0 if s % 50 == 25 else 0.0))
+    lg.write_steps(
+        "stalls", hook_rows(1200, seed=6, extra_s=lambda s: 4.0 if s % 50 == 25 else 0.0)
+    )
     out = _check_shape(lg.why("stalls", "plain"))
     top = out["findings"][0]
     assert top["kind"] == "step_spikes", out["findings"]

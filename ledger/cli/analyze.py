@@ -141,7 +141,8 @@ def render_report(report: CompareReport) -> str:
         top = report.why.get(c.b)
         if top is not None and c.verdict != "improvement":
             claim = top.claim if len(top.claim) <= 200 else top.claim[:199] + "…"
-            lines.append(f"  why: {claim} [{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}]")
+            told = f"{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}"
+            lines.append(f"  why: {claim} [{told}]")
     if base.value is not None:
         covered = {c.b for c in report.comparisons}
         for r in report.runs:

@@ -110,8 +110,10 @@ def split_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
     for one without a value), `env.<NAME>` for each leading assignment. A shell command
     (`sh -c '…'`, `ssh host '…'`) is split again; the last setting of a key wins."""
     words = list(argv)
-    if len(words) >= 2 and words[-1].count(" ") and (
-        os.path.basename(words[0]) in ("sh", "bash", "zsh", "ssh") or words[-2] == "-c"
+    if (
+        len(words) >= 2
+        and words[-1].count(" ")
+        and (os.path.basename(words[0]) in ("sh", "bash", "zsh", "ssh") or words[-2] == "-c")
     ):
         try:
             words = shlex.split(words[-1])

@@ -319,8 +319,10 @@ def _why(
 
     if reference is None or comparison is None or comparison.verdict != "regression":
         return None
-    shared = reference.detail.patch is not None and facts.detail.patch is not None and (
-        reference.detail.patch.id == facts.detail.patch.id
+    shared = (
+        reference.detail.patch is not None
+        and facts.detail.patch is not None
+        and (reference.detail.patch.id == facts.detail.patch.id)
     )
     changes = () if shared else facts.changes
     return diagnose(facts.evidence, reference.evidence, changes, threshold=threshold)

@@ -105,9 +105,7 @@ def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:
     half of its steps, in RUN's unit (a cheap stand-in for the analysis: one query)."""
     conn = session.connection()
     mark = placeholder(conn.dialect.name)
-    rate = (
-        "COALESCE(s.throughput, CASE WHEN s.step_time_s > 0 THEN s.tokens / s.step_time_s END)"
-    )
+    rate = "COALESCE(s.throughput, CASE WHEN s.step_time_s > 0 THEN s.tokens / s.step_time_s END)"
     sql = (
         f"SELECT s.run_id, AVG({rate}), COUNT(*) FROM step s JOIN run r ON r.id = s.run_id "
         "JOIN (SELECT run_id, MAX(step) AS top FROM step GROUP BY run_id) t ON t.run_id = s.run_id "
@@ -170,9 +168,7 @@ def _memory(session: Session, run_id: int) -> Memory | None:
 
 
 def _metrics(session: Session, run_id: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    names = session.scalars(
-        select(m.Metric.name).where(m.Metric.run_id == run_id).distinct()
-    ).all()
+    names = session.scalars(select(m.Metric.name).where(m.Metric.run_id == run_id).distinct()).all()
     conn = session.connection()
     mark = placeholder(conn.dialect.name)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -215,9 +211,14 @@ def _events(session: Session, run_id: int) -> tuple[tuple[EventRow, ...], dict[s
     rows.sort(key=lambda e: (e.log_file_id or 0, e.line or 0, e.id))
     events = tuple(
         EventRow(
-            id=e.id, kind=e.kind, text=e.text, step=e.step, line=e.line, rank=e.rank,
+            id=e.id,
+            kind=e.kind,
+            text=e.text,
+            step=e.step,
+            line=e.line,
+            rank=e.rank,
             probe=e.probe_id is not None,
-        )  # fmt: skip
+        )
         for e in rows
     )
     return events, counts
@@ -235,13 +236,21 @@ def _gpu(session: Session, run_id: int) -> tuple[GpuRow, ...]:
     ).all()
     return tuple(
         GpuRow(
-            id=g.id, gpu_index=g.gpu_index, probe_id=g.probe_id, rank=g.rank, step=g.step,
-            utilization_pct=g.utilization_pct, memory_used_mib=g.memory_used_mib,
-            memory_total_mib=g.memory_total_mib, power_w=g.power_w,
-            power_limit_w=g.power_limit_w, sm_clock_mhz=g.sm_clock_mhz,
-            max_sm_clock_mhz=g.max_sm_clock_mhz, temperature_c=g.temperature_c,
+            id=g.id,
+            gpu_index=g.gpu_index,
+            probe_id=g.probe_id,
+            rank=g.rank,
+            step=g.step,
+            utilization_pct=g.utilization_pct,
+            memory_used_mib=g.memory_used_mib,
+            memory_total_mib=g.memory_total_mib,
+            power_w=g.power_w,
+            power_limit_w=g.power_limit_w,
+            sm_clock_mhz=g.sm_clock_mhz,
+            max_sm_clock_mhz=g.max_sm_clock_mhz,
+            temperature_c=g.temperature_c,
             throttle=g.throttle,
-        )  # fmt: skip
+        )
         for g in reversed(rows)
     )
 
@@ -271,5 +280,7 @@ def changes_between(session: Session, ref: m.Run | None, run: m.Run) -> list[Cha
     out += [ChangeRow("patch_file", f.id, f.path) for f in files]
     hypothesis = session.get(m.Hypothesis, patch.hypothesis_id)
     if hypothesis is not None:
-        out.append(ChangeRow("hypothesis", hypothesis.id, f"{hypothesis.text} ({hypothesis.status})"))
+        out.append(
+            ChangeRow("hypothesis", hypothesis.id, f"{hypothesis.text} ({hypothesis.status})")
+        )
     return out

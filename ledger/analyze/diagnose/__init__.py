@@ -97,7 +97,9 @@ def _diagnose(
             notes.append(f"{family.__name__.rsplit('.', 1)[-1]} findings skipped: {exc}")
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     found.sort(key=lambda f: (-f.score, order.get(f.kind, len(order))))
-    return _result(run, ref, run_analysis, ref_analysis, comparison, baseline, threshold, found, notes)
+    return _result(
+        run, ref, run_analysis, ref_analysis, comparison, baseline, threshold, found, notes
+    )
 
 
 def _slowdown(
@@ -154,8 +156,10 @@ def _result(
     median = _finite(run_analysis.median) if run_analysis is not None else None
     if ref is None and baseline and effective is not None:
         delta = 100.0 * (effective / baseline - 1.0)
-        verdict = "regression" if delta <= -100 * threshold else (
-            "improvement" if delta >= 100 * threshold else "no-change"
+        verdict = (
+            "regression"
+            if delta <= -100 * threshold
+            else ("improvement" if delta >= 100 * threshold else "no-change")
         )
         summary = (
             f"{run.name} delivers {short_value(effective)} {unit or ''}, {delta:+.1f} % against "

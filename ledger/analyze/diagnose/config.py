@@ -74,6 +74,18 @@ def _show(row: ConfigRow | None) -> str:
     return f"{row.key}={row.value}"
 
 
+def _differs(
+    a: ConfigRow | None, b: ConfigRow | None, sources_run: set[str], sources_ref: set[str]
+) -> bool:
+    """Whether a setting differs: two values that are not the same, or one value where
+    the other run has settings from the same source (so it would have told)."""
+    if a is not None and b is not None:
+        return not _same(a.value, b.value)
+    if a is not None:
+        return a.source in sources_ref
+    return b is not None and b.source in sources_run
+
+
 def _differences(pair: Pair) -> list[Finding]:
     if pair.ref is None:
         return []
@@ -88,12 +100,7 @@ def _differences(pair: Pair) -> list[Finding]:
         if NOISE.search(key) or key.startswith("git."):
             continue
         a, b = run.get(key), ref.get(key)
-        if a is not None and b is not None:
-            if _same(a.value, b.value):
-                continue
-        elif a is not None and a.source not in sources_ref:
-            continue
-        elif b is not None and b.source not in sources_run:
+        if not _differs(a, b, sources_run, sources_ref):
             continue
         (versions if key in VERSION_KEYS else configs).append((key, a, b))
     out = []
@@ -108,9 +115,7 @@ def _finding(
 ) -> Finding:
     perf = [f for f in found if PERF.search(f[0])]
     ordered = perf + [f for f in found if f not in perf]
-    said = "; ".join(
-        f"{_show(a)} ({pair.ref_name}: {_show(b)})" for _, a, b in ordered[:SHOWN]
-    )
+    said = "; ".join(f"{_show(a)} ({pair.ref_name}: {_show(b)})" for _, a, b in ordered[:SHOWN])
     more = f", and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
     what = "settings" if kind == "config_change" else "versions or hardware"
     claim = f"{pair.run.name} ran with different {what}: {said}{more}"

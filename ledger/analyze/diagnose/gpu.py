@@ -45,7 +45,9 @@ def _evidence(rows: list[GpuRow], text: str) -> list[Evidence]:
     for g in picked:
         where = f"probe #{g.probe_id}, " if g.probe_id is not None else ""
         at = f", step {g.step:,}" if g.step is not None else ""
-        out.append(Evidence("gpu_sample", f"{where}GPU {g.gpu_index}{at}: {text.format(g=g)}", id=g.id))
+        out.append(
+            Evidence("gpu_sample", f"{where}GPU {g.gpu_index}{at}: {text.format(g=g)}", id=g.id)
+        )
     return out
 
 
@@ -116,7 +118,9 @@ def _throttling(pair: Pair) -> Finding | None:
         if share - ref_share < 0.2:
             return None
     reasons = sorted({r.strip() for g in hit for r in (g.throttle or "").split(",") if r.strip()})
-    clocks = [g.sm_clock_mhz / g.max_sm_clock_mhz for g in hit if g.sm_clock_mhz and g.max_sm_clock_mhz]
+    clocks = [
+        g.sm_clock_mhz / g.max_sm_clock_mhz for g in hit if g.sm_clock_mhz and g.max_sm_clock_mhz
+    ]
     clock = float(np.median(clocks)) if clocks else None
     said = f" ({', '.join(reasons)})" if reasons else ""
     than = f" ({pair.ref_name}: {pct(ref_share)})" if ref_share is not None else ""

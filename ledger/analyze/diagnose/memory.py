@@ -197,7 +197,9 @@ def _growth(pair: Pair) -> Finding | None:
     claim += ": something keeps buffers from step to step, like a cache that holds one per shape"
     first, last = 0, len(steps) - 1
     evidence = [
-        Evidence("step", f"step {int(steps[i]):,}: {mib(float(values[i]))} {name}", line=int(steps[i]))
+        Evidence(
+            "step", f"step {int(steps[i]):,}: {mib(float(values[i]))} {name}", line=int(steps[i])
+        )
         for i in (first, len(steps) // 2, last)
     ]
     if died:
@@ -261,22 +263,22 @@ def _pressure(pair: Pair) -> Finding | None:
     run, ref = pair.run, pair.ref
     gap = _gap(run)
     ref_gap = _gap(ref) if ref is not None else None
-    if gap is not None and gap[0] >= GAP_SHARE and gap[1] >= GAP_MIN_MIB:
-        if ref_gap is None or ref_gap[0] <= gap[0] - 0.1:
-            share, size, at = gap
-            than = f" ({pair.ref_name}: {pct(ref_gap[0])})" if ref_gap is not None else ""
-            claim = (
-                f"the caching allocator held {mib(size)} reserved but unallocated, "
-                f"{pct(share)} of what it reserved{than}: fragmentation across changing shapes"
-            )
-            evidence = [Evidence("step", f"step {at:,}: reserved − allocated = {mib(size)}", line=at)]
-            return Finding(
-                "memory_pressure",
-                claim + ".",
-                score(pair, 0.45),
-                evidence,
-                f"Relaunch with {EXPANDABLE}; pad to fewer shapes.",
-            )
+    fragmented = gap is not None and gap[0] >= GAP_SHARE and gap[1] >= GAP_MIN_MIB
+    if gap is not None and fragmented and (ref_gap is None or ref_gap[0] <= gap[0] - 0.1):
+        share, size, at = gap
+        than = f" ({pair.ref_name}: {pct(ref_gap[0])})" if ref_gap is not None else ""
+        claim = (
+            f"the caching allocator held {mib(size)} reserved but unallocated, "
+            f"{pct(share)} of what it reserved{than}: fragmentation across changing shapes"
+        )
+        evidence = [Evidence("step", f"step {at:,}: reserved − allocated = {mib(size)}", line=at)]
+        return Finding(
+            "memory_pressure",
+            claim + ".",
+            score(pair, 0.45),
+            evidence,
+            f"Relaunch with {EXPANDABLE}; pad to fewer shapes.",
+        )
     full = _full(run)
     ref_full = _full(ref) if ref is not None else None
     if full is not None and full[0] >= FULL and (ref_full is None or ref_full[0] < FULL - 0.05):

@@ -80,7 +80,10 @@ def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
     k = batch_count(len(wait), integrated_time(wait))
     k = max(k, 2)
     return np.array(
-        [w.sum() / t.sum() for w, t in zip(np.array_split(wait, k), np.array_split(total, k), strict=True)]
+        [
+            w.sum() / t.sum()
+            for w, t in zip(np.array_split(wait, k), np.array_split(total, k), strict=True)
+        ]
     )
 
 
@@ -118,7 +121,9 @@ def _data_wait(pair: Pair) -> Finding | None:
     )
     worst = np.argsort(wait)[::-1][:SHOWN]
     evidence = [
-        Evidence("step", f"step {int(steps[i]):,}: {what} {1000 * wait[i]:.3g} ms", line=int(steps[i]))
+        Evidence(
+            "step", f"step {int(steps[i]):,}: {what} {1000 * wait[i]:.3g} ms", line=int(steps[i])
+        )
         for i in sorted(worst)
     ]
     evidence.insert(
@@ -246,7 +251,9 @@ def _drop(pair: Pair) -> Finding | None:
         for c in ref.change_points
     ):
         return None  # the reference fell at the same place: not a difference
-    after = max(0, analysis.last_step - worst.step) / max(1, analysis.last_step - analysis.steady_from_step)
+    after = max(0, analysis.last_step - worst.step) / max(
+        1, analysis.last_step - analysis.steady_from_step
+    )
     share = -worst.shift_pct / 100 * after
     width = max(5, analysis.n_steps // 100)
     near = _near(pair.run, worst.step, width)
@@ -256,7 +263,11 @@ def _drop(pair: Pair) -> Finding | None:
     )
     claim += "; around that step: " + near[0].text if near else "; nothing was logged there"
     evidence = [
-        Evidence("step", f"change point at step {worst.step:,} (p = {worst.p_value:.2g})", line=worst.step),
+        Evidence(
+            "step",
+            f"change point at step {worst.step:,} (p = {worst.p_value:.2g})",
+            line=worst.step,
+        ),
         *near,
     ]
     return Finding(
@@ -362,9 +373,7 @@ def _straggler(pair: Pair) -> Finding | None:
         if ref_value <= est.value + pair.threshold / 2:
             return None  # as slow in the reference: not this difference
     gap = 1 - est.value
-    than = (
-        f" ({pair.ref_name}: {pct(1 - ref_value)} behind)" if ref_value is not None else ""
-    )
+    than = f" ({pair.ref_name}: {pct(1 - ref_value)} behind)" if ref_value is not None else ""
     claim = (
         f"rank {slow} ran {pct(gap)} slower than the median rank over {len(ratios[slow]):,} "
         f"steady steps{than}: one straggler holds back every collective"
@@ -373,8 +382,13 @@ def _straggler(pair: Pair) -> Finding | None:
         "straggler",
         claim + ".",
         score(pair, 0.75, gap),
-        [Evidence("step", f"rank {slow}: median {est.value:.3f} of the ranks' median, "
-                  f"95 % interval {ci[0]:.3f}–{ci[1]:.3f}")],
+        [
+            Evidence(
+                "step",
+                f"rank {slow}: median {est.value:.3f} of the ranks' median, "
+                f"95 % interval {ci[0]:.3f}–{ci[1]:.3f}",
+            )
+        ],
         f"Look at rank {slow}'s GPU and host: clocks, temperature and throttle reasons, its "
         "links, its CPU binding and data shard; drain or swap the node.",
     )
