@@ -53,7 +53,7 @@ def _samples(count: int, *, throttle: str, clock: float, start: int = 100) -> tu
             sm_clock_mhz=clock,
             max_sm_clock_mhz=1980.0,
             throttle=throttle,
-        )  # fmt: skip
+        )
         for i in range(count)
     )
 
@@ -90,7 +90,7 @@ def test_graph_breaks_from_the_log() -> None:
             line=60 + 100 * i,
             text="graph break at /workspace/model.py:230; last reason: Unsupported: call_method "
             "UserDefinedObjectVariable(mask_mod) __call__ [] {}",
-        )  # fmt: skip
+        )
         for i in range(4)
     )
     ref = _run("whole", hook_rows(600, seed=7))
@@ -156,7 +156,7 @@ def test_settings_that_every_launch_changes_are_not_differences() -> None:
                 "wait_s": np.nan,
             }
         ],
-    ],  # fmt: skip
+    ],
 )
 def test_little_data_never_crashes(rows: list[dict[str, Any]]) -> None:
     run = RunEvidence(name="few", id=1, columns=_columns(rows) if rows else None)
