@@ -100,9 +100,19 @@ def new_step(
         row.drift = check.drift
     session.add(row)
     if LAUNCH_STEP.search(step):
-        store_flags(session, run_.id, split_flags(argv))
+        store_flags(session, run_.id, split_flags(redacted_words(argv)))
     session.flush()
     return row
+
+
+def redacted_words(argv: Sequence[str]) -> list[str]:
+    """The command's words after redaction of the whole command line, so that a secret is
+    found in its context (`mysql -p SECRET`) before the words are parted; no words when
+    the redacted line cannot be split again."""
+    try:
+        return shlex.split(gate.command(argv))
+    except ValueError:
+        return []
 
 
 def split_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
