@@ -87,6 +87,24 @@ def test_memory_that_grows_until_oom(lg: Any, tmp_path: Path) -> None:
     assert any("Tried to allocate" in e["text"] for e in growth["evidence"])
     oom = next(f for f in out["findings"] if f["kind"] == "oom")
     assert "4.5 GiB" in oom["claim"] and "79.2 GiB" in oom["claim"]
+    assert "2.3 GiB reserved but unallocated" in oom["claim"]
+
+
+def test_an_oom_of_fragmentation_suggests_expandable_segments(lg: Any, tmp_path: Path) -> None:
+    line = (
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+        "has a total capacity of 79.19 GiB of which 1.10 GiB is free. Including non-PyTorch "
+        "memory, this process has 78.05 GiB memory in use. Of the allocated memory 70.02 GiB is "
+        "allocated by PyTorch, and 6.40 GiB is reserved by PyTorch but unallocated. If reserved "
+        "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:"
+        "True to avoid fragmentation."
+    )
+    lg.ingest(titan_log(tmp_path / "train_ok.log", 300, seed=13))
+    lg.ingest(titan_log(tmp_path / "train_frag.log", 300, seed=14, tail=[line]))
+    out = _check_shape(lg.why("frag", "ok"))
+    top = out["findings"][0]
+    assert top["kind"] == "oom" and "fragmentation" in top["claim"], out["findings"]
+    assert "expandable_segments:True" in top["next"]
 
 
 def test_a_periodic_stall(lg: Any) -> None:

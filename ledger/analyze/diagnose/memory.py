@@ -32,8 +32,8 @@ _SIZE = r"(\d[\d.]*)\s*([KMGT]?i?B)"
 _TRIED = re.compile(rf"[Tt]ried to allocate {_SIZE}")
 _CAPACITY = re.compile(rf"total capacity of {_SIZE}")
 _FREE = re.compile(rf"{_SIZE} is free")
-_ALLOCATED = re.compile(rf"{_SIZE} is allocated by PyTorch")
-_UNALLOCATED = re.compile(rf"{_SIZE} is reserved by PyTorch but unallocated")
+_ALLOCATED = re.compile(rf"{_SIZE} (?:is )?allocated by PyTorch")
+_UNALLOCATED = re.compile(rf"{_SIZE} (?:is )?reserved (?:by PyTorch )?but unallocated")
 _UNITS = {"B": 1 / 2**20, "KB": 1 / 1024, "KIB": 1 / 1024, "MB": 1.0, "MIB": 1.0,
           "GB": 1024.0, "GIB": 1024.0, "TB": 2**20, "TIB": 2**20}  # fmt: skip
 
@@ -94,8 +94,7 @@ def _oom(pair: Pair, explained: bool) -> Finding | None:
     if both:
         claim += f"; {pair.ref_name} ran out of memory too"
     if explained:
-        after = "the growth below is what filled it"
-        hint = f"Stop the growth first (see memory_growth); {after}."
+        hint = "Stop the growth first (the memory_growth finding): it is what filled the card."
     elif fragmented:
         hint = f"Relaunch with {EXPANDABLE} so freed blocks can be reused across shapes."
     else:

@@ -346,12 +346,13 @@ def rank_ratios(side: Side) -> dict[int, np.ndarray] | None:
     rank, step, value = r.rank[keep], r.step[keep], r.value[keep]
     if len(np.unique(rank)) < 2:
         return None
-    uniq, inverse = np.unique(step, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    groups = np.split(value[order], np.searchsorted(inverse[order], np.arange(1, len(uniq))))
-    medians = np.array([float(np.median(g)) for g in groups])
-    ratio = value / medians[inverse]
-    return {int(k): ratio[rank == k] for k in np.unique(rank)}
+    steps, step_at = np.unique(step, return_inverse=True)
+    names, rank_at = np.unique(rank, return_inverse=True)
+    grid = np.full((len(steps), len(names)), np.nan)  # one row per step, one column per rank
+    grid[step_at, rank_at] = value
+    with np.errstate(all="ignore"):
+        ratio = grid / np.nanmedian(grid, axis=1)[:, None]
+    return {int(k): ratio[:, i][np.isfinite(ratio[:, i])] for i, k in enumerate(names)}
 
 
 def _straggler(pair: Pair) -> Finding | None:
