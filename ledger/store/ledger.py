@@ -490,7 +490,7 @@ class Ledger:
             data = [
                 (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
             ]
-            pairs = [why.gather(s, inv, self.investigation_name, n, names[0]) for n in names[1:]]
+            pairs = why.compared(s, inv, self.investigation_name, data)
         report = compare_runs(
             data,
             baseline=chosen,
@@ -498,7 +498,7 @@ class Ledger:
             alpha=DEFAULT_ALPHA if alpha is None else alpha,
         )
         report = compare.judged(report, fates)
-        report = dataclasses.replace(report, why=why.top_findings(pairs, threshold))
+        report = dataclasses.replace(report, why=why.top_findings(pairs, report, threshold))
         if plot is not None:
             from ledger.report.plots import save_compare_figure
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Memory,
         RunEvidence,
     )
+    from ledger.model.analysis import CompareReport, RunAnalysis
     from ledger.model.why import Finding, WhyResult
 
 MIN_STEPS = 20
@@ -60,8 +61,16 @@ class Gathered:
 
 
 def gather(
-    session: Session, inv: int, investigation: str, run: str, against: str | None
+    session: Session,
+    inv: int,
+    investigation: str,
+    run: str,
+    against: str | None,
+    columns: dict[str, StepColumns] | None = None,
 ) -> Gathered:
+    """What `why` reads for `run` against `against` (None: the default reference);
+    `columns`: steps already read, by run name."""
+    columns = columns or {}
     row = run_row(session, inv, run)
     if against is not None and against == run:
         raise UsageError(f"a run cannot be explained against itself ({run!r}); name another")
@@ -70,14 +79,18 @@ def gather(
     if ref_row is None:
         baseline = compare.baseline(session, investigation).value
     return Gathered(
-        run=evidence(session, row),
-        ref=evidence(session, ref_row) if ref_row is not None else None,
+        run=evidence(session, row, columns.get(row.name)),
+        ref=evidence(session, ref_row, columns.get(ref_row.name)) if ref_row is not None else None,
         changes=tuple(changes_between(session, ref_row, row)),
         baseline=baseline,
     )
 
 
-def explain(found: Gathered, threshold: float | None = None) -> WhyResult:
+def explain(
+    found: Gathered,
+    threshold: float | None = None,
+    analyses: tuple[RunAnalysis | None, RunAnalysis | None] | None = None,
+) -> WhyResult:
     from ledger.analyze import DEFAULT_THRESHOLD
     from ledger.analyze.diagnose import diagnose
 
@@ -87,14 +100,32 @@ def explain(found: Gathered, threshold: float | None = None) -> WhyResult:
         found.changes,
         baseline=found.baseline,
         threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+        analyses=analyses,
     )
 
 
-def top_findings(found: list[Gathered], threshold: float | None) -> dict[str, Finding]:
-    """The top finding of each run against its reference (runs without one are left out)."""
+def compared(
+    session: Session, inv: int, investigation: str, data: list[tuple[str, StepColumns, Any]]
+) -> list[Gathered]:
+    """What `why` reads for each later run of a comparison against the first, reusing the
+    steps compare read (`data`: name, columns, unit)."""
+    columns = {name: cols for name, cols, _ in data}
+    first = data[0][0]
+    return [gather(session, inv, investigation, n, first, columns) for n, _, _ in data[1:]]
+
+
+def top_findings(
+    found: list[Gathered], report: CompareReport, threshold: float | None
+) -> dict[str, Finding]:
+    """The top finding of each run that compare found slower than the first (reusing its
+    analyses); the others are left out."""
+    slower = {c.b for c in report.comparisons if c.verdict == "regression"}
     out = {}
     for pair in found:
-        top = explain(pair, threshold).top
+        if pair.run.name not in slower or pair.ref is None:
+            continue
+        analyses = (report.run(pair.run.name), report.run(pair.ref.name))
+        top = explain(pair, threshold, analyses).top
         if top is not None:
             out[pair.run.name] = top
     return out

@@ -50,11 +50,13 @@ def diagnose(
     baseline: float | None = None,
     threshold: float = 0.02,
     alpha: float = 0.01,
+    analyses: tuple[RunAnalysis | None, RunAnalysis | None] | None = None,
 ) -> WhyResult:
     """The difference between `run` and `ref` (or the `baseline` number) and the findings
-    that explain it, best first."""
+    that explain it, best first. `analyses`: the runs' analyses when already made (by
+    compare, with the same threshold)."""
     with np.errstate(all="ignore"):
-        return _diagnose(run, ref, tuple(changes), baseline, threshold, alpha)
+        return _diagnose(run, ref, tuple(changes), baseline, threshold, alpha, analyses)
 
 
 def _diagnose(
@@ -64,18 +66,22 @@ def _diagnose(
     baseline: float | None,
     threshold: float,
     alpha: float,
+    analyses: tuple[RunAnalysis | None, RunAnalysis | None] | None,
 ) -> WhyResult:
     from ledger.analyze.compare import compare_pair
 
     notes: list[str] = []
-    run_analysis, why_not = analysed(run, threshold)
-    if why_not:
-        notes.append(why_not)
-    ref_analysis = None
-    if ref is not None:
-        ref_analysis, why_not = analysed(ref, threshold)
+    if analyses is not None:
+        run_analysis, ref_analysis = analyses
+    else:
+        run_analysis, why_not = analysed(run, threshold)
         if why_not:
             notes.append(why_not)
+        ref_analysis = None
+        if ref is not None:
+            ref_analysis, why_not = analysed(ref, threshold)
+            if why_not:
+                notes.append(why_not)
     comparison = None
     if run_analysis is not None and ref_analysis is not None:
         comparison = compare_pair(ref_analysis, run_analysis, threshold=threshold, alpha=alpha)
