@@ -44,6 +44,12 @@ def findings(pair: Pair) -> list[Finding]:
     return [f for f in found if f is not None]
 
 
+def _weight(pair: Pair) -> float:
+    """A difference in how the runs were started is a cause only of a difference in speed:
+    half the weight when compare found none."""
+    return 0.5 if pair.comparison is not None and not pair.significant else 1.0
+
+
 def normal(key: str) -> str:
     """`flag.token-budget`, `arg.token_budget` → `token_budget`; `env.X` keeps its prefix."""
     for prefix in ("flag.", "arg."):
@@ -133,7 +139,7 @@ def _finding(
         else "Pin the reference's versions (or rerun the reference on the new ones) to "
         "separate the software from the change."
     )
-    return Finding(kind, claim + ".", score(pair, strength), evidence, hint)
+    return Finding(kind, claim + ".", score(pair, strength * _weight(pair)), evidence, hint)
 
 
 def _patch(pair: Pair) -> Finding | None:
@@ -162,7 +168,7 @@ def _patch(pair: Pair) -> Finding | None:
     return Finding(
         "patch",
         claim + ".",
-        score(pair, 0.55 if patches else 0.4),
+        score(pair, (0.55 if patches else 0.4) * _weight(pair)),
         evidence,
         "Measure the patch alone: revert it (or one file at a time) on the run's setup, and "
         "record the comparison on its hypothesis.",

@@ -21,6 +21,7 @@ from ledger.analyze.diagnose.evidence import Pair, Side, pct, score
 from ledger.analyze.effective import find_stalls
 from ledger.analyze.robust import integrated_time
 from ledger.analyze.stats import batch_count, estimate_median
+from ledger.analyze.wording import short_value
 from ledger.model.why import Evidence, Finding
 
 P_VALUE = 0.001
@@ -259,7 +260,7 @@ def _drop(pair: Pair) -> Finding | None:
     near = _near(pair.run, worst.step, width)
     claim = (
         f"throughput fell {-worst.shift_pct:.1f} % at step {worst.step:,} "
-        f"({worst.before:,.4g} → {worst.after:,.4g}) and stayed there"
+        f"({short_value(worst.before)} → {short_value(worst.after)}) and stayed there"
     )
     claim += "; around that step: " + near[0].text if near else "; nothing was logged there"
     evidence = [
