@@ -225,3 +225,30 @@ def test_against_the_baseline_number(lg: Any) -> None:
     result = lg.why("only")
     assert result.against_kind == "baseline" and result.verdict == "regression"
     assert result.findings and result.findings[0].kind == "data_wait"
+
+
+def _mmengine_log(path: Path, seed: int, data_s: float) -> Path:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(1, 301):
+        data = max(0.0, data_s * (1 + 0.1 * rng.standard_normal()))
+        step = 0.5 * (1 + 0.02 * rng.standard_normal()) + data
+        lines.append(
+            f"06/01 12:{i // 60:02d}:{i % 60:02d} - mmengine - INFO - Epoch(train)  "
+            f"[1][{10 * i:>4}/3000]  lr: 1.0000e-04  eta: 0:10:00  time: {step:.3f}  "
+            f"data_time: {data:.3f}  memory: 12000  loss: {2.0 - i / 1000:.3f}"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_data_wait_from_a_logs_data_time(lg: Any, tmp_path: Path) -> None:
+    lg.ingest(_mmengine_log(tmp_path / "train_quick.log", 61, 0.005))
+    lg.ingest(_mmengine_log(tmp_path / "train_loader.log", 62, 0.12))
+    out = _check_shape(lg.why("loader", "quick"))
+    top = out["findings"][0]
+    assert top["kind"] == "data_wait" and "data_time" in top["claim"], out["findings"]
+    lg.ingest(_mmengine_log(tmp_path / "train_quick2.log", 63, 0.005))
+    assert lg.why("quick2", "quick").findings == []

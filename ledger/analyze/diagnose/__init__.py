@@ -82,6 +82,8 @@ def _diagnose(
             ref_analysis, why_not = analysed(ref, threshold)
             if why_not:
                 notes.append(why_not)
+    if ref is not None and run.unit and ref.unit and run.unit != ref.unit:
+        notes.append(f"{run.name} is in {run.unit}, {ref.name} in {ref.unit}: not comparable")
     comparison = None
     if run_analysis is not None and ref_analysis is not None:
         comparison = compare_pair(ref_analysis, run_analysis, threshold=threshold, alpha=alpha)

@@ -167,19 +167,25 @@ def _graph_breaks(pair: Pair) -> Finding | None:
     new = places - ref_places
     if not (n > n_ref and (new or not places) and n >= 1):
         return None
+    spikes = spikes_after(run, [e.step for e in events if e.step is not None])
+    share = _spike_share(run, spikes)
     strength = 0.45 + (0.1 if len(new) > 1 else 0.0) + (0.1 if n >= 5 else 0.0)
+    strength += 0.15 if spikes else 0.0
     reason = _reason(events)
     where = f" at {', '.join(sorted(new)[:3])}" if new else ""
     claim = f"dynamo broke the graph {n} times{where} ({pair.ref_name}: {n_ref})"
     if reason:
         claim += f"; reason: {reason[:160]}"
+    if spikes and share is not None:
+        claim += f"; {len(spikes)} slow steps right after them cost {pct(share)} of the run's time"
     evidence = [e.evidence() for e in _quoted(events)]
     if not events:
         evidence.append(Evidence("metric", f"the hook counted {n} graph breaks"))
+    evidence += _spike_evidence(spikes, run.costs is not None and run.costs.in_seconds)
     return Finding(
         kind="graph_breaks",
         claim=claim + ".",
-        score=score(pair, strength),
+        score=score(pair, strength, share),
         evidence=evidence,
         next=(
             "Each break splits the compiled graph and runs Python in between: rewrite the "
