@@ -147,7 +147,11 @@ class Steps:
         step line of a known rank at or after the last step): the hot path of a log."""
         st = self.state
         take = self._take_one
-        if summary or not flats or flats[0][3] is not None or flats[0][2] is not None:
+        total = st.total  # a line that repeats the run's known length changes nothing
+        if (
+            summary or not flats or flats[0][3] is not None
+            or (flats[0][2] is not None and flats[0][2] != total)
+        ):  # fmt: skip
             for i, flat in enumerate(flats):
                 take(line + i, flat, names, unit, shape, summary)
             return
@@ -168,12 +172,15 @@ class Steps:
         step = None
         for i, flat in enumerate(flats):
             rank = flat[0]
+            if rank is None:  # a line without a rank is rank 0's
+                rank = 0
             step = flat[1]
             tp = flat[9]
             if (
                 top is None or step is None or rank not in ranks or step < top
                 or step > INT64_MAX or rate.first is None or tp is None or not -inf < tp < inf
-                or run.since_step or flat[2] is not None or flat[3] is not None
+                or run.since_step or flat[3] is not None
+                or (flat[2] is not None and flat[2] != total)
             ):  # fmt: skip
                 if done:
                     st.last_step = flats[i - 1][1]
@@ -183,6 +190,7 @@ class Steps:
                 take(line + i, flat, names, unit, shape, summary)
                 run = st.run
                 top = run.max_step
+                total = st.total
                 continue
             by_rank[rank] = step
             n = q.n = q.n + 1

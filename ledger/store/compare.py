@@ -18,8 +18,9 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
+from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import fetch_floats, placeholder, rank_bounds
+from ledger.store.steps import placeholder, rank_bounds
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
@@ -91,18 +92,33 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
     if after is not None:
         where += f" AND step > {mark}"
         params = (run_id, after)
-    counts = conn.exec_driver_sql(
-        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)} {where}", params
+    # one scan: which columns hold something, and whether the steps are 0, 1, 2, … apart
+    # from where they start (then they are not read, row by row, at all)
+    *counts, rows, first, last = conn.exec_driver_sql(
+        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)}, count(*), min(step), max(step) "
+        f"{where}",
+        params,
     ).one()
     held = tuple(c for c, n in zip(ANALYSED, counts, strict=True) if n)
-    names: tuple[str, ...] = ("step", *held)
+    consecutive = low == high and rows and last - first + 1 == rows
+    names: tuple[str, ...] = held if consecutive else ("step", *held)
     if low != high:
         names = ("rank", *names)
     order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
-    table = fetch_floats(conn, f"SELECT {', '.join(names)} {where} {order}", params, len(names))
+    if consecutive:
+        # The bulk reader has a connection of its own, which may already see rows a
+        # writer added since the count: read exactly the rows counted.
+        bounded = f"{where} AND rank = {mark} AND step BETWEEN {mark} AND {mark} {order}"
+        table = fetch_floats(conn, names or ("step",), bounded, (*params, low, first, last))
+        if len(table) != rows:  # rows were removed meanwhile: read the steps too
+            consecutive = False
+            names = ("step", *held)
+    if not consecutive:
+        table = fetch_floats(conn, names, f"{where} {order}", params)
     column = {name: table[:, i] for i, name in enumerate(names)}
+    step = np.arange(first, last + 1, dtype=np.int64) if consecutive else None
     return StepColumns(
-        step=column["step"].astype(np.int64),
+        step=step if step is not None else column["step"].astype(np.int64),
         rank=column["rank"].astype(np.int64) if "rank" in column else None,
         throughput=column.get("throughput", np.full(len(table), np.nan)),
         tokens=column.get("tokens"),

@@ -32,6 +32,7 @@ from ledger.store import (
     compare,
     deploys,
     fixes,
+    frames,
     hypotheses,
     ingest,
     lookup,
@@ -321,19 +322,22 @@ class Ledger:
     def steps_frame(self, run: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
         """A run's steps as a DataFrame (rank, step, then the step columns), ordered by step.
 
-        Read with the driver's own cursor straight into numpy, about as fast as sqlite3
-        can hand rows to Python; missing values and NaN both come back as NaN.
+        Read in bulk (ledger.store.columnar); missing values and NaN both come back as NaN.
         """
         wanted = steps.check_columns(columns)
         with self._read() as (s, inv):
-            run_id = lookup.run_row(s, inv, run).id
-            return steps.steps_frame(s.connection(), run_id, wanted)
+            return frames.steps_frame(s.connection(), lookup.run_row(s, inv, run).id, wanted)
 
     def metrics_frame(self, run: str) -> pd.DataFrame:
         """A run's further scalars in long form: rank, step, name, value."""
         with self._read() as (s, inv):
-            run_id = lookup.run_row(s, inv, run).id
-            return steps.metrics_frame(s.connection(), run_id)
+            return frames.metrics_frame(s.connection(), lookup.run_row(s, inv, run).id)
+
+    def wide_frame(self, run: str) -> pd.DataFrame:
+        """A run as one table: a row per step (and rank), its step columns that hold a
+        value, then a column per metric."""
+        with self._read() as (s, inv):
+            return frames.wide_frame(s.connection(), lookup.run_row(s, inv, run).id)
 
     def step_columns(self, run: str, *, after: int | None = None) -> StepColumns:
         """The run's steps (after step `after`) as arrays for ledger.analyze."""

@@ -34,8 +34,9 @@ from ledger.model.report import (
 from ledger.model.terms import EventKind
 from ledger.model.why import WhyResult
 from ledger.store import compare, hypotheses, runs, timeline, why
+from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import run_row
-from ledger.store.steps import fetch_floats, placeholder
+from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
@@ -193,10 +194,9 @@ def loss_series(session: Session, run_id: int) -> Series | None:
     mark = placeholder(conn.dialect.name)
     table = fetch_floats(
         conn,
-        f"SELECT step, AVG(loss) FROM step WHERE run_id = {mark} AND loss IS NOT NULL "
-        "GROUP BY step ORDER BY step",
+        ("step", "AVG(loss)"),
+        f"FROM step WHERE run_id = {mark} AND loss IS NOT NULL GROUP BY step ORDER BY step",
         (run_id,),
-        2,
     )
     import numpy as np
 

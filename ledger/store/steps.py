@@ -11,9 +11,9 @@ bad row never takes the others with it.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
@@ -26,7 +26,6 @@ from ledger.model.terms import STEP_COLUMNS
 from ledger.store import gate
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
 
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
@@ -43,11 +42,14 @@ def placeholder(dialect: str) -> str:
     return "?" if dialect == "sqlite" else "%s"
 
 
-def insert_statement(dialect: str, table: str, columns: Sequence[str]) -> str:
-    """INSERT … ON CONFLICT DO NOTHING with one bound parameter per column."""
+def insert_statement(
+    dialect: str, table: str, columns: Sequence[str], *, constants: Sequence[str] = ()
+) -> str:
+    """INSERT … ON CONFLICT DO NOTHING with one bound parameter per column, after the
+    first columns' `constants` (SQL literals the caller made from numbers it owns)."""
     mark = placeholder(dialect)
     names = ", ".join(f'"{c}"' for c in columns)
-    marks = ", ".join(mark for _ in columns)
+    marks = ", ".join([*constants, *(mark for _ in columns[len(constants) :])])
     return f'INSERT INTO "{table}" ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING'
 
 
@@ -71,16 +73,28 @@ class StepWriter:
             raise ValueError(f"not step columns: {unknown}")
         self.conn = conn
         self.sqlite = conn.dialect.name == "sqlite"
-        self.prefix = (run_id, log_file_id)
+        # The run and the log are the same for every row: written into the statement as
+        # numbers (they are ints from the database), so each row binds only its own values.
+        self.constants = (
+            str(int(run_id)),
+            "NULL" if log_file_id is None else str(int(log_file_id)),
+        )
         self.columns = tuple(columns)
         self.integer = tuple(c in INTEGER_COLUMNS for c in self.columns)
-        dialect = conn.dialect.name
-        self._step_sql = insert_statement(
-            dialect, "step", ("run_id", "log_file_id", *KEY, *self.columns)
-        )
-        self._metric_sql = insert_statement(
-            dialect, "metric", ("run_id", "log_file_id", *KEY, "name", "value")
-        )
+        self._statements: dict[tuple[str, ...], str] = {}
+        self._targets: dict[str, tuple[str, tuple[str, ...]]] = {}  # statement → table, columns
+        self._metric_sql = self._statement("metric", ("name", "value"))
+
+    def _statement(self, table: str, columns: tuple[str, ...]) -> str:
+        key = (table, *columns)
+        sql = self._statements.get(key)
+        if sql is None:
+            names = ("run_id", "log_file_id", *KEY, *columns)
+            sql = self._statements[key] = insert_statement(
+                self.conn.dialect.name, table, names, constants=self.constants
+            )
+            self._targets[sql] = (table, names)
+        return sql
 
     def write(
         self,
@@ -98,15 +112,16 @@ class StepWriter:
         """
         metrics, report = _without_secret_metrics(metrics)
         if trusted:
-            step_params = self._trusted(rows, nan)
+            step_sql, step_params = self._trusted(rows, nan)
             metric_params = self._trusted_metrics(metrics, nan)
         else:
+            step_sql = self._statement("step", self.columns)
             step_params, step_report = self._checked(rows)
             metric_params, metric_report = self._checked_metrics(metrics)
             report += step_report + metric_report
-        sent, refused, problem = self._send(self._step_sql, step_params)
+        sent, refused, problem = self._send(step_sql, step_params, trusted)
         report += StepWrite(steps=sent, bad_rows=refused, problems=problem)
-        sent, refused, problem = self._send(self._metric_sql, metric_params)
+        sent, refused, problem = self._send(self._metric_sql, metric_params, trusted)
         return report + StepWrite(metrics=sent, bad_rows=refused, problems=problem)
 
     def write_mappings(self, rows: Iterable[Mapping[str, Any]]) -> StepWrite:
@@ -116,17 +131,26 @@ class StepWriter:
 
     # -- turning rows into parameters ----------------------------------------------------
 
-    def _trusted(self, rows: Sequence[StepTuple], nan: bool) -> list[tuple[Any, ...]]:
-        prefix = self.prefix
+    def _trusted(
+        self, rows: Sequence[StepTuple], nan: bool
+    ) -> tuple[str, Sequence[tuple[Any, ...]]]:
+        """The statement and parameters for rows from ledger's own reader: only the columns
+        that hold a value somewhere in the batch are bound (a log fills three or four of
+        the eight; binding the rest as NULL would double the cost of the insert)."""
+        width = len(self.columns)
+        held = [i for i in range(width) if not all(map(_is_none, map(itemgetter(2 + i), rows)))]
+        sql = self._statement("step", tuple(self.columns[i] for i in held))
+        params: Sequence[tuple[Any, ...]] = rows
+        if len(held) < width or any(len(r) != 2 + width for r in rows[:1]):
+            params = list(map(itemgetter(0, 1, *(2 + i for i in held)), rows))
         if self.sqlite and nan:
-            return [(*prefix, *(_nan_text(v) for v in r)) for r in rows]
-        return [(*prefix, *r) for r in rows]
+            params = [tuple(map(_nan_text, r)) for r in params]
+        return sql, params
 
-    def _trusted_metrics(self, rows: Sequence[MetricTuple], nan: bool) -> list[tuple[Any, ...]]:
-        prefix = self.prefix
+    def _trusted_metrics(self, rows: Sequence[MetricTuple], nan: bool) -> Sequence[tuple[Any, ...]]:
         if self.sqlite and nan:
-            return [(*prefix, r, s, n, _nan_text(v)) for r, s, n, v in rows]
-        return [(*prefix, *r) for r in rows]
+            return [(r, s, n, _nan_text(v)) for r, s, n, v in rows]
+        return rows
 
     def _checked(self, rows: Sequence[StepTuple]) -> tuple[list[tuple[Any, ...]], StepWrite]:
         out: list[tuple[Any, ...]] = []
@@ -149,7 +173,7 @@ class StepWriter:
                 values.append(value)
             if len(row) > 2 + width:
                 raise ValueError(f"a step row has {len(row) - 2} values for {width} columns")
-            out.append((*self.prefix, rank, step, *values))
+            out.append((rank, step, *values))
         return out, StepWrite(bad_values=bad_values, bad_rows=bad_rows, problems=tuple(problems))
 
     def _checked_metrics(
@@ -169,13 +193,16 @@ class StepWriter:
             if renamed or bad:
                 bad_values += 1
                 _note(problems, f"metric {_short(name_)}={_short(raw)} cannot be stored as given")
-            out.append((*self.prefix, rank, step, name, value))
+            out.append((rank, step, name, value))
         return out, StepWrite(bad_values=bad_values, bad_rows=bad_rows, problems=tuple(problems))
 
     # -- sending -------------------------------------------------------------------------
 
-    def _send(self, sql: str, params: list[tuple[Any, ...]]) -> tuple[int, int, tuple[str, ...]]:
+    def _send(
+        self, sql: str, params: Sequence[tuple[Any, ...]], trusted: bool = False
+    ) -> tuple[int, int, tuple[str, ...]]:
         """executemany in a savepoint; if the database refuses the batch, row by row.
+        Trusted rows go to PostgreSQL by COPY first (see `_copy`).
 
         Returns (rows sent, rows refused, the first refusal in words). A locked or lost
         database (OperationalError) is not the rows' fault: it propagates, for the caller
@@ -183,6 +210,8 @@ class StepWriter:
         """
         if not params:
             return 0, 0, ()
+        if trusted and not self.sqlite and self._copy(sql, params):
+            return len(params), 0, ()
         try:
             with self.conn.begin_nested():
                 self.conn.exec_driver_sql(sql, params)
@@ -205,6 +234,35 @@ class StepWriter:
                     reason = str(getattr(exc, "orig", exc)).strip().splitlines()
                     problem = (f"a row was refused: {reason[0] if reason else type(exc).__name__}",)
         return len(params) - refused, refused, problem
+
+    def _copy(self, sql: str, params: Sequence[tuple[Any, ...]]) -> bool:
+        """COPY the rows in, PostgreSQL's fastest way, in a savepoint; False when the
+        database refuses them (a step already stored, which COPY cannot skip the way ON
+        CONFLICT DO NOTHING does, or a value it will not take): `_send` then inserts them."""
+        import psycopg
+
+        table, columns = self._targets[sql]
+        driver = self.conn.connection.driver_connection
+        assert driver is not None  # an open connection always has one
+        ids = (
+            int(self.constants[0]),
+            None if self.constants[1] == "NULL" else int(self.constants[1]),
+        )
+        names = ", ".join(f'"{c}"' for c in columns)
+        try:
+            with (
+                self.conn.begin_nested(),
+                driver.cursor() as cursor,
+                cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy,
+            ):
+                write = copy.write_row
+                for row in params:
+                    write((*ids, *row))
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error:
+            return False
+        return True
 
 
 def _without_secret_metrics(
@@ -326,6 +384,10 @@ def _plain(value: Any) -> Any:
         return None
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 def _nan_text(value: Any) -> Any:
     if value.__class__ is float and value != value:  # NaN; the cheapest test on the hot path
         return NAN_TEXT
@@ -363,44 +425,6 @@ def check_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     return wanted
 
 
-def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.DataFrame:
-    """A run's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
-    import numpy as np
-    import pandas as pd
-
-    names = ("rank", "step", *wanted)
-    # (rank, step) is the primary key's order: no sort in the database
-    table = fetch_floats(
-        conn,
-        f"SELECT {', '.join(names)} FROM step "
-        f"WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY rank, step",
-        (run_id,),
-        len(names),
-    )
-    rank = table[:, 0].astype(np.int64)
-    step = table[:, 1].astype(np.int64)
-    if len(rank) and rank[0] != rank[-1]:  # several ranks: order by step, then rank
-        order = np.lexsort((rank, step))
-        table, rank, step = table[order], rank[order], step[order]
-    data: dict[str, Any] = {"rank": rank, "step": step}
-    data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
-    return pd.DataFrame(data, columns=list(names))
-
-
-def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
-    """A run's further scalars in long form: rank, step, name, value."""
-    import pandas as pd
-
-    data = conn.exec_driver_sql(
-        f"SELECT rank, step, name, value FROM metric "
-        f"WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY step, rank, name",
-        (run_id,),
-    ).fetchall()
-    frame = pd.DataFrame.from_records(data, columns=["rank", "step", "name", "value"])
-    frame["value"] = float_column(frame["value"])
-    return frame
-
-
 def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
     mark = placeholder(conn.dialect.name)
     where = f"FROM step WHERE run_id = {mark}"
@@ -409,28 +433,6 @@ def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
         f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
     ).one()
     return low, high
-
-
-def fetch_floats(conn: Connection, sql: str, params: tuple[Any, ...], width: int) -> np.ndarray:
-    """Rows of numbers as a float64 array of shape (rows, width), NULL and 'NaN' as NaN.
-
-    Goes through the DBAPI cursor: SQLAlchemy's Row objects cost more than the query.
-    np.fromiter parses SQLite's 'NaN' text and turns None into NaN by itself.
-    """
-    import numpy as np
-
-    driver = conn.connection.driver_connection
-    assert driver is not None  # an open connection always has one
-    cursor = driver.cursor()
-    try:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    flat = np.fromiter(
-        itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
-    )
-    return flat.reshape(len(rows), width)
 
 
 def float_column(series: pd.Series) -> pd.Series:

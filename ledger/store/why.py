@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.store import compare
+from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import run_row
-from ledger.store.steps import fetch_floats, placeholder
+from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,11 +188,10 @@ def _memory(session: Session, run_id: int) -> Memory | None:
     mark = placeholder(conn.dialect.name)
     table = fetch_floats(
         conn,
-        "SELECT step, MAX(memory_allocated_mib), MAX(memory_reserved_mib) FROM step "
-        f"WHERE run_id = {mark} AND (memory_allocated_mib IS NOT NULL "
+        ("step", "MAX(memory_allocated_mib)", "MAX(memory_reserved_mib)"),
+        f"FROM step WHERE run_id = {mark} AND (memory_allocated_mib IS NOT NULL "
         "OR memory_reserved_mib IS NOT NULL) GROUP BY step ORDER BY step",
         (run_id,),
-        3,
     )
     if not len(table):
         return None
@@ -208,10 +208,9 @@ def _metrics(session: Session, run_id: int) -> dict[str, tuple[np.ndarray, np.nd
             continue
         table = fetch_floats(
             conn,
-            f"SELECT step, MAX(value) FROM metric WHERE run_id = {mark} AND name = {mark} "
-            "GROUP BY step ORDER BY step",
+            ("step", "MAX(value)"),
+            f"FROM metric WHERE run_id = {mark} AND name = {mark} GROUP BY step ORDER BY step",
             (run_id, name),
-            2,
         )
         out[name] = (table[:, 0].astype("int64"), table[:, 1])
     return out

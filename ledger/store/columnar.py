@@ -1,0 +1,231 @@
+"""Columns of numbers out of the database in bulk, never one Python row at a time.
+
+A million-step run read through a DBAPI cursor costs a tuple and a float object per value
+before numpy sees it: about as long as the analysis that follows. Here the rows go
+straight into float64 arrays:
+
+- SQLite: through ADBC's SQLite driver (`adbc-driver-sqlite`), which fills Arrow buffers in
+  C. It opens the file read-only beside the session's own connection (a reader in WAL mode
+  sees what was committed, as the session does). Its driver guesses each column's type
+  from the first rows, so one leading row of doubles is sent first (and dropped) to make
+  every column a double, and 'NaN' — the text ledger stores NaN as in SQLite — is read as
+  NULL.
+- PostgreSQL: `COPY (SELECT …) TO STDOUT (FORMAT BINARY)` on the session's own psycopg
+  connection, every value cast to float8 with NULL as NaN, so each row has the same width
+  and numpy reads the whole buffer as one structured array.
+
+Where neither applies (an in-memory SQLite, the driver not installed, a value the driver
+refuses) the cursor path reads the same rows; `fallbacks` counts the times it was taken
+for a reason other than an in-memory database.
+
+NULL and NaN both come back as NaN: the analyzer treats a missing value and a NaN alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from sqlalchemy import Connection
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+fallbacks = 0  # bulk reads that had to take the cursor path (see the module's docstring)
+
+
+def fetch_floats(
+    conn: Connection, columns: Sequence[str], tail: str, params: tuple[Any, ...]
+) -> np.ndarray:
+    """`SELECT <columns> <tail>` as a float64 array of shape (rows, len(columns)).
+
+    `columns` are SQL expressions of numbers; `tail` is the rest of the query (FROM …
+    WHERE … ORDER BY …) with the dialect's parameter markers for `params`.
+    """
+    global fallbacks
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        return _postgres(conn, columns, tail, params)
+    if dialect == "sqlite":
+        path = _sqlite_file(conn)
+        if path:
+            try:
+                return _adbc_sqlite(path, columns, tail, params)
+            except ImportError:
+                fallbacks += 1
+            except Exception as exc:  # the driver's own errors have no common base class
+                if isinstance(exc.__cause__, KeyboardInterrupt):
+                    # The driver turns Ctrl-C during its call into an error of its own
+                    # (SQLite's cannot cancel): it is still the user's Ctrl-C.
+                    raise KeyboardInterrupt from None
+                if not _driver_error(exc):
+                    raise
+                fallbacks += 1
+    return _cursor(conn, columns, tail, params)
+
+
+def _cursor(
+    conn: Connection, columns: Sequence[str], tail: str, params: tuple[Any, ...]
+) -> np.ndarray:
+    """Through the DBAPI cursor (SQLAlchemy's Row objects cost more than the query);
+    np.fromiter parses SQLite's 'NaN' text and turns None into NaN by itself."""
+    import numpy as np
+
+    driver = conn.connection.driver_connection
+    assert driver is not None  # an open connection always has one
+    cursor = driver.cursor()
+    try:
+        cursor.execute(f"SELECT {', '.join(columns)} {tail}", params)
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    width = len(columns)
+    flat = np.fromiter(
+        itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
+    )
+    return flat.reshape(len(rows), width)
+
+
+def fetch_labelled(
+    conn: Connection,
+    columns: Sequence[str],
+    label: str,
+    tail: str,
+    params: tuple[Any, ...],
+    labels: Callable[[], list[str]],
+) -> tuple[list[str], np.ndarray]:
+    """`SELECT <columns>, <label> <tail>` as numbers: the distinct labels (sorted), and a
+    float64 array whose last column is each row's label's position in that list.
+
+    SQLite through ADBC reads the text once and encodes it in C; elsewhere `labels()` (the
+    distinct labels, sorted, by one query of the caller's) turns the label into a number
+    in SQL, and the rows are read with `fetch_floats`.
+    """
+    global fallbacks
+    import numpy as np
+
+    if conn.dialect.name == "sqlite":
+        path = _sqlite_file(conn)
+        if path:
+            try:
+                return _adbc_sqlite_labelled(path, columns, label, tail, params)
+            except ImportError:
+                fallbacks += 1
+            except Exception as exc:
+                if isinstance(exc.__cause__, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+                if not _driver_error(exc):
+                    raise
+                fallbacks += 1
+    names = labels()
+    if not names:
+        return [], np.empty((0, len(columns) + 1))
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    if conn.dialect.name == "postgresql":
+        code = f"array_position({mark}::text[], {label}) - 1"
+        table = fetch_floats(conn, (*columns, code), tail, (names, *params))
+    else:  # one CASE term per label (SQLite takes 32,766 parameters)
+        code = f"CASE {label} " + " ".join(f"WHEN {mark} THEN {i}" for i in range(len(names)))
+        table = fetch_floats(conn, (*columns, code + " END"), tail, (*names, *params))
+    return names, table
+
+
+def _adbc_sqlite_labelled(
+    path: str, columns: Sequence[str], label: str, tail: str, params: tuple[Any, ...]
+) -> tuple[list[str], np.ndarray]:
+    import adbc_driver_sqlite.dbapi as adbc
+    import numpy as np
+
+    width = len(columns)
+    typed = ", ".join(["0.5"] * width + ["''"])
+    body = ", ".join([*(f"nullif({c}, 'NaN')" for c in columns), label])
+    sql = f"SELECT {typed} UNION ALL SELECT * FROM (SELECT {body} {tail})"
+    with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
+        cursor.execute(sql, params)
+        table = cursor.fetch_arrow_table()
+    out = np.empty((table.num_rows - 1, width + 1), dtype=np.float64)
+    for i in range(width):
+        out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
+    encoded = table.column(width).slice(1).combine_chunks().dictionary_encode()
+    found = [str(x) for x in encoded.dictionary.to_pylist()]
+    order = sorted(range(len(found)), key=found.__getitem__)  # SQLite's BINARY order
+    position = np.empty(len(found), dtype=np.float64)
+    position[order] = np.arange(len(found))
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    out[:, width] = position[codes] if len(found) else codes
+    return [found[i] for i in order], out
+
+
+# -- SQLite through ADBC -------------------------------------------------------------------
+
+
+def _sqlite_file(conn: Connection) -> str:
+    """The main database's file ('' for an in-memory or temporary database)."""
+    row = conn.exec_driver_sql("SELECT file FROM pragma_database_list WHERE name = 'main'").first()
+    return str(row[0]) if row and row[0] else ""
+
+
+def _adbc_sqlite(
+    path: str, columns: Sequence[str], tail: str, params: tuple[Any, ...]
+) -> np.ndarray:
+    import adbc_driver_sqlite.dbapi as adbc
+    import numpy as np
+
+    width = len(columns)
+    typed = ", ".join("0.5" for _ in columns)  # the leading row of doubles, dropped below
+    body = ", ".join(f"nullif({c}, 'NaN')" for c in columns)
+    sql = f"SELECT {typed} UNION ALL SELECT * FROM (SELECT {body} {tail})"
+    with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
+        cursor.execute(sql, params)
+        table = cursor.fetch_arrow_table()
+    out = np.empty((table.num_rows - 1, width), dtype=np.float64)
+    for i in range(width):
+        out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _driver_error(exc: Exception) -> bool:
+    """ADBC reports its failures as OSError or its own dbapi errors (a type it could not
+    convert, a file it could not open); anything else is a bug to see."""
+    return isinstance(exc, OSError) or type(exc).__module__.startswith("adbc_driver")
+
+
+# -- PostgreSQL through binary COPY ----------------------------------------------------------
+
+
+def _postgres(
+    conn: Connection, columns: Sequence[str], tail: str, params: tuple[Any, ...]
+) -> np.ndarray:
+    import numpy as np
+
+    width = len(columns)
+    body = ", ".join(f"coalesce(({c})::float8, 'NaN'::float8)" for c in columns)
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    from psycopg import ClientCursor
+
+    chunks: list[bytes] = []
+    with ClientCursor(driver) as cursor:
+        # COPY takes no bound parameters: psycopg merges them into the query client-side.
+        query = cursor.mogrify(f"SELECT {body} {tail}", params)
+        with cursor.copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)") as copy:
+            chunks.extend(bytes(block) for block in copy)
+    data = b"".join(chunks)
+    if not data.startswith(_PG_SIGNATURE):
+        raise ValueError("COPY returned no binary header")
+    (extension,) = struct.unpack_from(">I", data, len(_PG_SIGNATURE) + 4)
+    start = len(_PG_SIGNATURE) + 8 + extension
+    fields = [("count", ">i2")]
+    for i in range(width):
+        fields += [(f"len{i}", ">i4"), (f"v{i}", ">f8")]
+    row = np.dtype(fields)
+    rows = (len(data) - start - 2) // row.itemsize  # the trailer is one int16 of -1
+    table = np.frombuffer(data, dtype=row, count=rows, offset=start)
+    out = np.empty((rows, width), dtype=np.float64)
+    for i in range(width):
+        out[:, i] = table[f"v{i}"]
+    return out
