@@ -11,6 +11,7 @@ from ledger.cli import (  # noqa: F401 — registers the commands
     record,
     report,
     watch,
+    why,
 )
 from ledger.cli.app import cli
 

@@ -138,6 +138,11 @@ def render_report(report: CompareReport) -> str:
     for c in report.comparisons:
         against = baseline_sentence(by_run[c.b].vs_baseline_pct, base.value, by_run[c.b].recovered)
         lines.append(c.summary + (f"; {against}" if against else "") + ".")
+        top = report.why.get(c.b)
+        if top is not None and c.verdict != "improvement":
+            claim = top.claim if len(top.claim) <= 200 else top.claim[:199] + "…"
+            told = f"{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}"
+            lines.append(f"  why: {claim} [{told}]")
     if base.value is not None:
         covered = {c.b for c in report.comparisons}
         for r in report.runs:

@@ -33,6 +33,8 @@ _OOM = re.compile(
 )
 _TRIED = re.compile(r"Tried to allocate (\d[\d.]*\s*[KMGT]?i?B)")
 _OOM_GPU = re.compile(r"GPU (\d+)")
+_ALLOCATED = re.compile(r"(\d[\d.]*\s*[KMGT]?i?B) is allocated by PyTorch")
+_UNALLOCATED = re.compile(r"(\d[\d.]*\s*[KMGT]?i?B) is reserved by PyTorch but unallocated")
 _NCCL = re.compile(
     r"Watchdog caught collective operation timeout|NCCL error|nccl\w*Error"
     r"|Some NCCL operations have failed|NCCL communicator was aborted|DistBackendError"
@@ -222,9 +224,14 @@ def _oom_text(text: str) -> str:
         return short
     tried = _TRIED.search(text)
     gpu = _OOM_GPU.search(text)
+    allocated = _ALLOCATED.search(text)
+    unallocated = _UNALLOCATED.search(text)
     bits = [
         f"tried to allocate {tried.group(1)}" if tried else "",
         f"GPU {gpu.group(1)}" if gpu else "",
+        # the end of a long line, which the text below cuts: what `why` weighs
+        f"{allocated.group(1)} allocated by PyTorch" if allocated else "",
+        f"{unallocated.group(1)} reserved but unallocated" if unallocated else "",
     ]
     said = ", ".join(b for b in bits if b)
     return f"CUDA out of memory ({said}): {clip(text, 240)}" if said else short

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from ledger.model.records import Record, jsonable
+from ledger.model.why import Finding
 
 VERDICTS = ("regression", "improvement", "no-change")
 
@@ -243,6 +244,8 @@ class CompareReport(AnalysisRecord):
     notes: list[str] = dataclasses.field(default_factory=list)  # warnings a person should read
     plot: str | None = None  # the figure written, when one was asked for
     fates: dict[str, str] = dataclasses.field(default_factory=dict)  # each run's fate
+    # the top finding of `why` for each later run against the first (docs/why.md)
+    why: dict[str, Finding] = dataclasses.field(default_factory=dict)
 
     def run(self, name: str) -> RunAnalysis:
         return next(r for r in self.runs if r.run == name)

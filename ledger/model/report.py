@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
     from ledger.model.records import GpuSample, Hypothesis, RunDetail, TimelineEntry
+    from ledger.model.why import WhyResult
 
 # Where the time an attempt ran was taken from, best first (see `Attempt.ran_at`).
 RAN_FIRST_STEP = "first step"  # the wall time of its first step (the hook, a timestamped log)
@@ -62,6 +63,7 @@ class Attempt:
         None  # the most memory a step recorded (reserved, else allocated)
     )
     gpu_samples: tuple[GpuSample, ...] = ()  # sampled during the run, not by a probe: per GPU
+    why: WhyResult | None = None  # slower than the reference: the likely causes (docs/why.md)
 
     @property
     def name(self) -> str:

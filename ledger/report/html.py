@@ -21,6 +21,8 @@ from ledger.report import story
 from ledger.report.colors import FATE_COLORS
 from ledger.report.numbers import grouped, interval_digits, interval_text, value_text
 from ledger.report.text import clean, short_names
+from ledger.report.why import CSS as WHY_CSS
+from ledger.report.why import why_card
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -117,7 +119,7 @@ def render_html(data: ReportData, images: dict[str, bytes]) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>ledger report — {esc(data.investigation)}</title>",
-        f"<style>{STYLE}</style></head><body>",
+        f"<style>{STYLE}{WHY_CSS}</style></head><body>",
         *_header(data),
         *_verdicts(data, labels),
         _figure(
@@ -354,7 +356,8 @@ def _attempt_chain(a: Attempt, labels: dict[str, str], reference: Attempt | None
     elif a.why_not_analysed:
         items.append(f'<span class="muted">not analysed: {esc(a.why_not_analysed)}</span>')
     inner = "".join(f"<li>{i}</li>" for i in items)
-    return f'<div class="attempt"><ul class="chain">{inner}</ul></div>'
+    card = why_card(a.why) if a.why is not None else ""
+    return f'<div class="attempt"><ul class="chain">{inner}</ul>{card}</div>'
 
 
 def _timeline(data: ReportData, labels: dict[str, str]) -> list[str]:

@@ -3,11 +3,19 @@
 A deploy step that names an artifact is checked against its run's patch: the artifact's
 sha256 must equal the sha256 the patch recorded for a file of the same name. A mismatch is
 drift — the box is about to run something other than the patch — and is stored as such.
+
+A step that (re)launches the run (its name says launch, start, train or run) has its
+command split into what it set: `--token-budget 49152` → `flag.token-budget = 49152`,
+`--compile-drafter` → `flag.compile-drafter = true`, `NCCL_ALGO=Ring python …` →
+`env.NCCL_ALGO = Ring`, kept in run_config with source `deploy` (the latest relaunch's
+replace the earlier ones), so `why` can say how the run was started.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
@@ -21,6 +29,14 @@ from ledger.model import records
 from ledger.proc import CommandResult, run_command
 from ledger.store import gate
 from ledger.store.lookup import run_row
+
+LAUNCH_STEP = re.compile(r"launch|start|train|^run$", re.IGNORECASE)
+_ENV = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
+_FLAG = re.compile(r"^--?(?P<name>[A-Za-z][\w.-]*)(?:=(?P<value>.*))?$", re.DOTALL)
+_NUMBER = re.compile(r"^-\d")
+# Commands that run the next word as a command: their own options are not the run's
+_WRAPPERS = ("env", "nohup", "exec", "time", "sudo", "srun", "nice")
+MAX_FLAGS = 400
 
 
 def check_command(command: Sequence[str], step: str) -> list[str]:
@@ -83,8 +99,89 @@ def new_step(
         row.expected_sha256 = check.expected_sha256
         row.drift = check.drift
     session.add(row)
+    if LAUNCH_STEP.search(step):
+        store_flags(session, run_.id, split_flags(redacted_words(argv)))
     session.flush()
     return row
+
+
+def redacted_words(argv: Sequence[str]) -> list[str]:
+    """The command's words after redaction of the whole command line, so that a secret is
+    found in its context (`mysql -p SECRET`) before the words are parted; no words when
+    the redacted line cannot be split again."""
+    try:
+        return shlex.split(gate.command(argv))
+    except ValueError:
+        return []
+
+
+def split_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """What a launch command sets, as (key, value): `flag.<name>` for each option (`true`
+    for one without a value), `env.<NAME>` for each leading assignment. A shell command
+    (`sh -c '…'`, `ssh host '…'`) is split again; the last setting of a key wins."""
+    words = list(argv)
+    if (
+        len(words) >= 2
+        and words[-1].count(" ")
+        and (os.path.basename(words[0]) in ("sh", "bash", "zsh", "ssh") or words[-2] == "-c")
+    ):
+        try:
+            words = shlex.split(words[-1])
+        except ValueError:  # an unclosed quote: read the words as they are
+            words = words[-1].split()
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words) and (words[i] in _WRAPPERS or _ENV.match(words[i])):
+        m = _ENV.match(words[i])
+        if m is not None:
+            out.append((f"env.{m.group('name')}", m.group("value")))
+        i += 1
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            break
+        m = _FLAG.match(word)
+        if m is None or _NUMBER.match(word):
+            i += 1
+            continue
+        name, value = m.group("name"), m.group("value")
+        following = words[i + 1] if i + 1 < len(words) else None
+        if value is None and following is not None and _is_value(following):
+            value = following
+            i += 1
+        out.append((f"flag.{name}", "true" if value is None else value))
+        i += 1
+    latest = dict(out[:MAX_FLAGS])
+    return list(latest.items())
+
+
+def _is_value(word: str) -> bool:
+    """Whether the word after an option is its value: not an option, not a script."""
+    if _NUMBER.match(word):
+        return True
+    if word.startswith("-"):
+        return False
+    return not re.search(r"\.(?:py|sh)$", word)
+
+
+def store_flags(session: Session, run_id: int, items: list[tuple[str, str]]) -> int:
+    """Replace the run's deploy settings with `items` (the gate redacts the values; a key
+    that holds a secret is left out rather than refusing the whole step)."""
+    from sqlalchemy import delete
+
+    session.execute(
+        delete(m.RunConfig).where(m.RunConfig.run_id == run_id, m.RunConfig.source == "deploy")
+    )
+    kept = 0
+    for key, value in items:
+        key = key[:500]
+        try:
+            gate.identity(key)
+        except UsageError:
+            continue
+        session.add(m.RunConfig(run_id=run_id, source="deploy", key=key, value=value))
+        kept += 1
+    return kept
 
 
 def finish_step(

@@ -46,6 +46,7 @@ from ledger.store import (
     steps,
     timeline,
     trainer_state,
+    why,
 )
 from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
     from ledger.analyze import StepColumns
     from ledger.model.report import ReportData
+    from ledger.model.why import WhyResult
 
 Echo = Callable[[bytes], None]
 
@@ -503,6 +505,7 @@ class Ledger:
             data = [
                 (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
             ]
+            pairs = why.compared(s, inv, self.investigation_name, data)
         report = compare_runs(
             data,
             baseline=chosen,
@@ -510,6 +513,7 @@ class Ledger:
             alpha=DEFAULT_ALPHA if alpha is None else alpha,
         )
         report = compare.judged(report, fates)
+        report = dataclasses.replace(report, why=why.top_findings(pairs, report, threshold))
         if plot is not None:
             from ledger.report.plots import save_compare_figure
 
@@ -519,6 +523,13 @@ class Ledger:
                 resolution = compare.resolve(s, self.investigation_name, report, resolve)
             report = dataclasses.replace(report, resolution=resolution)
         return report
+
+    def why(self, run: str, against: str | None = None) -> WhyResult:
+        """Why `run` differs from `against` (default: the best other run, else the
+        baseline): the difference, then the likely causes ranked (docs/why.md)."""
+        with self._read() as (s, inv):
+            found = why.gather(s, inv, self.investigation_name, run, against)
+        return why.explain(found)
 
     def comparisons(self, *, hypothesis: int | None = None) -> list[records.StoredComparison]:
         """Recorded comparisons (compare --resolve, watch decisions), oldest first."""

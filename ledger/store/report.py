@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import LedgerError
 from ledger.model import records
-from ledger.model.analysis import Baseline, RunAnalysis
+from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
 from ledger.model.report import (
     RAN_CREATED,
     RAN_FIRST_STEP,
@@ -32,13 +32,15 @@ from ledger.model.report import (
     Series,
 )
 from ledger.model.terms import EventKind
-from ledger.store import compare, hypotheses, runs, timeline
+from ledger.model.why import WhyResult
+from ledger.store import compare, hypotheses, runs, timeline, why
 from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
+    from ledger.analyze.diagnose.evidence import ChangeRow, RunEvidence
 
 # The events that tell an attempt's story, and how many of each kind a report keeps.
 REPORTED_EVENTS: tuple[str, ...] = (EventKind.RECOMPILE, EventKind.OOM, EventKind.NCCL)
@@ -60,6 +62,8 @@ class RunFacts:
     loss: Series | None
     peak_memory_mib: float | None
     gpu_samples: tuple[records.GpuSample, ...]
+    evidence: RunEvidence  # what `why` reads (ledger.store.why)
+    changes: tuple[ChangeRow, ...]  # the run's patch, its files and hypothesis
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,10 @@ def _facts(session: Session, row: m.Run) -> RunFacts:
     has_steps = detail.steps > 0
     ran_at, ran_from = ran_time(session, row, detail)
     events, counts = run_events(session, row.id)
+    columns = compare.step_columns(session, row.id) if has_steps else None
     return RunFacts(
         detail=detail,
-        columns=compare.step_columns(session, row.id) if has_steps else None,
+        columns=columns,
         ran_at=ran_at,
         ran_from=ran_from,
         events=events,
@@ -107,6 +112,8 @@ def _facts(session: Session, row: m.Run) -> RunFacts:
         loss=loss_series(session, row.id) if has_steps else None,
         peak_memory_mib=peak_memory(session, row.id) if has_steps else None,
         gpu_samples=run_gpu_samples(session, row.id),
+        evidence=why.evidence(session, row, columns),
+        changes=tuple(why.changes_between(session, None, row)),
     )
 
 
@@ -253,6 +260,7 @@ def build(found: Gathered, threshold: float | None) -> ReportData:
     limit = DEFAULT_THRESHOLD if threshold is None else threshold
     attempts: list[Attempt] = []
     first: RunAnalysis | None = None
+    first_facts: RunFacts | None = None
     for facts in found.runs:
         detail, columns = facts.detail, facts.columns
         analysis = comparison = step_times = None
@@ -270,7 +278,7 @@ def build(found: Gathered, threshold: float | None) -> ReportData:
                 why = str(exc)
         if analysis is not None and columns is not None:
             if first is None:
-                first = analysis
+                first, first_facts = analysis, facts
             else:
                 comparison = compare_pair(first, analysis, threshold=limit)
             step_times = _steady_step_times(columns, analysis.steady_from_step)
@@ -288,6 +296,7 @@ def build(found: Gathered, threshold: float | None) -> ReportData:
                 loss=facts.loss,
                 peak_memory_mib=facts.peak_memory_mib,
                 gpu_samples=facts.gpu_samples,
+                why=_why(facts, first_facts, comparison, limit),
             )
         )
     return ReportData(
@@ -299,6 +308,24 @@ def build(found: Gathered, threshold: float | None) -> ReportData:
         timeline=found.timeline,
         generated_at=datetime.now(UTC),
     )
+
+
+def _why(
+    facts: RunFacts, reference: RunFacts | None, comparison: RunComparison | None, threshold: float
+) -> WhyResult | None:
+    """The likely causes for an attempt slower than the report's reference (the first
+    analysed attempt); None for the others."""
+    from ledger.analyze.diagnose import diagnose
+
+    if reference is None or comparison is None or comparison.verdict != "regression":
+        return None
+    shared = (
+        reference.detail.patch is not None
+        and facts.detail.patch is not None
+        and (reference.detail.patch.id == facts.detail.patch.id)
+    )
+    changes = () if shared else facts.changes
+    return diagnose(facts.evidence, reference.evidence, changes, threshold=threshold)
 
 
 def _steady_step_times(columns: StepColumns, steady_from: int) -> Any:

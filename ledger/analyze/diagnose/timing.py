@@ -1,0 +1,396 @@
+"""Findings about where wall time goes: `data_wait`, `step_spikes`, `throughput_drop`,
+`warmup`, `straggler`.
+
+Evidence: the steps' own columns (step_time_s, wait_s, tokens, wall_time, per-rank
+throughput) read through the same analysis as compare (ledger.analyze.run: the steady
+window, outliers, change points; ledger.analyze.effective: what each step cost), and a
+log's data-time fields (metrics such as data_time) where the hook's wait_s is missing.
+Differences between RUN and REF are judged on batch statistics (Welch's t on batch
+shares; batch-median intervals), so autocorrelated steps do not count as independent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ledger.analyze.diagnose.dynamo import AFTER
+from ledger.analyze.diagnose.evidence import Pair, Side, pct, score
+from ledger.analyze.effective import find_stalls
+from ledger.analyze.robust import integrated_time
+from ledger.analyze.stats import batch_count, estimate_median
+from ledger.analyze.wording import short_value
+from ledger.model.why import Evidence, Finding
+
+P_VALUE = 0.001
+WAIT_MIN = 0.01  # a wait share this much above the reference's (of wall time) counts
+WAIT_ALONE = 0.05  # ... or this share, with no reference run
+SPIKES_MIN = 3
+SPIKE_COST_MIN = 0.01  # share of wall time the spikes must add beyond the reference's
+REGULAR = 0.2  # gaps between spikes within this relative spread: a period
+WARMUP_RATIO = 2.0
+WARMUP_SHARE = 0.03
+SHOWN = 4
+
+_DATA_TIME = re.compile(
+    r"^(?:train[/_.])?(?:data(?:_?time|_?load(?:ing)?(?:_time)?|loader(?:_time)?|_wait)"
+    r"|time[/_.]data|load_time)(?:_s)?$",
+    re.IGNORECASE,
+)
+
+
+def findings(pair: Pair) -> list[Finding]:
+    found = [_data_wait(pair), _spikes(pair), _drop(pair), _warmup(pair), _straggler(pair)]
+    return [f for f in found if f is not None]
+
+
+# -- data_wait ----------------------------------------------------------------------------
+
+
+def _wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """(steps, wait s, step time s, what) of the steady window: the hook's wait_s, else a
+    log's data-time field against the step time."""
+    trace = side.trace
+    if trace is None:
+        return None
+    s = slice(side.start, None)
+    if trace.wait_s is not None and trace.step_time_s is not None:
+        wait, step = trace.wait_s[s], trace.step_time_s[s]
+        keep = np.isfinite(wait) & np.isfinite(step) & (step > 0)
+        if keep.sum() >= 20:
+            wait = np.maximum(wait[keep], 0.0)
+            return trace.steps[s][keep], wait, step[keep] + wait, "wait_s"
+    for name, (steps, values) in side.ev.metrics.items():
+        if not _DATA_TIME.match(name) or trace.step_time_s is None:
+            continue
+        at = np.searchsorted(trace.steps, steps)
+        ok = (at < len(trace.steps)) & (steps >= (side.steady_from or 0))
+        ok[ok] &= trace.steps[at[ok]] == steps[ok]
+        times = trace.step_time_s[at[ok]]
+        data = values[ok]
+        keep = np.isfinite(times) & np.isfinite(data) & (times > 0) & (data >= 0)
+        if keep.sum() >= 20:
+            # a log's data time is part of the step time it prints (mmengine, detectron2)
+            return steps[ok][keep], data[keep], np.maximum(times[keep], data[keep]), name
+    return None
+
+
+def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
+    k = batch_count(len(wait), integrated_time(wait))
+    k = max(k, 2)
+    return np.array(
+        [
+            w.sum() / t.sum()
+            for w, t in zip(np.array_split(wait, k), np.array_split(total, k), strict=True)
+        ]
+    )
+
+
+def _data_wait(pair: Pair) -> Finding | None:
+    from scipy import stats
+
+    found = _wait_columns(pair.run)
+    if found is None:
+        return None
+    steps, wait, total, what = found
+    share = float(wait.sum() / total.sum())
+    shares = _batch_shares(wait, total)
+    ref = _wait_columns(pair.ref) if pair.ref is not None else None
+    ref_share = 0.0
+    if ref is not None:
+        ref_share = float(ref[1].sum() / ref[2].sum())
+        ref_shares = _batch_shares(ref[1], ref[2])
+        if share - ref_share < max(WAIT_MIN, pair.threshold / 2):
+            return None
+        test = stats.ttest_ind(shares, ref_shares, equal_var=False)
+        if not (math.isfinite(test.pvalue) and test.pvalue < P_VALUE):
+            return None
+    else:
+        low = float(np.mean(shares) - 3 * np.std(shares, ddof=1) / math.sqrt(len(shares)))
+        if share < WAIT_ALONE or low < WAIT_ALONE / 2:
+            return None
+    median_ms = 1000 * float(np.median(wait))
+    than = ""
+    if ref is not None:
+        than = f" ({pair.ref_name}: {1000 * float(np.median(ref[1])):.3g} ms, {pct(ref_share)})"
+    source = "waited" if what == "wait_s" else f"spent in data loading ({what})"
+    claim = (
+        f"{pair.run.name} {source} {median_ms:.3g} ms per step (median), {pct(share)} of its "
+        f"steady wall time{than}: the data loader or host work between steps does not keep up"
+    )
+    worst = np.argsort(wait)[::-1][:SHOWN]
+    evidence = [
+        Evidence(
+            "step", f"step {int(steps[i]):,}: {what} {1000 * wait[i]:.3g} ms", line=int(steps[i])
+        )
+        for i in sorted(worst)
+    ]
+    evidence.insert(
+        0, Evidence("step", f"{len(wait):,} steady steps: median {what} {median_ms:.3g} ms")
+    )
+    return Finding(
+        "data_wait",
+        claim + ".",
+        score(pair, 0.9, share - ref_share),
+        evidence,
+        "Feed the GPU ahead of time: more DataLoader workers, pin_memory and prefetch_factor, "
+        "tokenise and pad outside the loop; torch.profiler shows the gap between steps.",
+    )
+
+
+# -- step_spikes --------------------------------------------------------------------------
+
+
+def _explained_steps(side: Side) -> set[int]:
+    """Steps right after a recompile or graph break: their cost is the compile's."""
+    out: set[int] = set()
+    for e in side.ev.events_of("recompile", "graph_break"):
+        if e.step is not None:
+            out.update(range(e.step, e.step + AFTER + 1))
+    return out
+
+
+def spikes(side: Side) -> tuple[np.ndarray, float, float] | None:
+    """(spike steps, share of steady wall time they added, their median cost in typical
+    steps) of the recurring slow steps no compile explains; None without steps."""
+    found = side.steady_costs()
+    if found is None:
+        return None
+    steps, work, cost = found
+    split = find_stalls(work, cost)
+    mask = split.mask.copy()
+    explained = _explained_steps(side)
+    if explained:
+        mask &= ~np.isin(steps, list(explained))
+    usable = np.isfinite(work) & np.isfinite(cost) & (cost > 0)
+    total = float(cost[usable].sum())
+    if not mask.any() or total <= 0 or not (math.isfinite(split.typical) and split.typical > 0):
+        return steps[mask], 0.0, math.nan
+    typical_cost = work[mask] / split.typical
+    extra = float(np.nansum(np.maximum(cost[mask] - typical_cost, 0.0)))
+    times = float(np.nanmedian(cost[mask] / typical_cost))
+    return steps[mask], extra / total, times
+
+
+def _spikes(pair: Pair) -> Finding | None:
+    found = spikes(pair.run)
+    if found is None:
+        return None
+    at, share, times = found
+    if len(at) < SPIKES_MIN:
+        return None
+    ref = spikes(pair.ref) if pair.ref is not None else None
+    ref_share = ref[1] if ref is not None else 0.0
+    if share - ref_share < SPIKE_COST_MIN or share < 2 * ref_share:
+        return None
+    gaps = np.diff(at)
+    period = float(np.median(gaps)) if len(gaps) else math.nan
+    regular = bool(
+        len(gaps) >= 2 and period > 0 and np.median(np.abs(gaps - period)) <= REGULAR * period
+    )
+    every = f" every {period:,.0f} steps" if regular else ""
+    than = f" ({pair.ref_name}: {pct(ref_share)})" if pair.ref is not None else ""
+    claim = (
+        f"{len(at)} slow steps recur{every}, each costing about {times:.2g} typical steps; "
+        f"together they add {pct(share)} to the steady wall time{than}"
+    )
+    evidence = [
+        Evidence("step", f"step {int(s):,} is a slow step", line=int(s)) for s in at[:SHOWN]
+    ]
+    if regular:
+        evidence.append(Evidence("step", f"median gap {period:,.0f} steps over {len(at)} spikes"))
+    return Finding(
+        "step_spikes",
+        claim + ".",
+        score(pair, 0.85 if regular else 0.7, share - ref_share),
+        evidence,
+        "Something runs every few steps: a checkpoint, an eval, logging that synchronises "
+        "(loss.item(), a metrics all-reduce), the garbage collector; make it asynchronous "
+        "or less frequent.",
+    )
+
+
+# -- throughput_drop -----------------------------------------------------------------------
+
+
+def _near(side: Side, step: int, width: int) -> list[Evidence]:
+    """What happened within `width` steps of `step`: events, a memory jump."""
+    out = [
+        e.evidence()
+        for e in side.ev.events
+        if e.step is not None
+        and abs(e.step - step) <= width
+        and e.kind in ("recompile", "graph_break", "oom", "restart", "stall", "warning", "error")
+    ][:SHOWN]
+    memory = side.ev.memory
+    if memory is not None:
+        before = memory.allocated[(memory.step < step) & (memory.step >= step - 10 * width)]
+        after = memory.allocated[(memory.step >= step) & (memory.step < step + 10 * width)]
+        before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+        if len(before) >= 3 and len(after) >= 3:
+            b, a = float(np.median(before)), float(np.median(after))
+            if b > 0 and abs(a / b - 1) > 0.05 and abs(a - b) > 256:
+                out.append(
+                    Evidence("step", f"memory allocated {b:,.0f} → {a:,.0f} MiB there", line=step)
+                )
+    return out
+
+
+def _drop(pair: Pair) -> Finding | None:
+    analysis = pair.run.analysis
+    if analysis is None:
+        return None
+    drops = [c for c in analysis.change_points if c.shift_pct <= -100 * pair.threshold]
+    if not drops:
+        return None
+    worst = min(drops, key=lambda c: c.shift_pct)
+    ref = pair.ref.analysis if pair.ref is not None else None
+    if ref is not None and any(
+        c.shift_pct <= worst.shift_pct / 2 and abs(c.step - worst.step) <= analysis.n_steady // 10
+        for c in ref.change_points
+    ):
+        return None  # the reference fell at the same place: not a difference
+    after = max(0, analysis.last_step - worst.step) / max(
+        1, analysis.last_step - analysis.steady_from_step
+    )
+    share = -worst.shift_pct / 100 * after
+    width = max(5, analysis.n_steps // 100)
+    near = _near(pair.run, worst.step, width)
+    claim = (
+        f"throughput fell {-worst.shift_pct:.1f} % at step {worst.step:,} "
+        f"({short_value(worst.before)} → {short_value(worst.after)}) and stayed there"
+    )
+    claim += "; around that step: " + near[0].text if near else "; nothing was logged there"
+    evidence = [
+        Evidence(
+            "step",
+            f"change point at step {worst.step:,} (p = {worst.p_value:.2g})",
+            line=worst.step,
+        ),
+        *near,
+    ]
+    return Finding(
+        "throughput_drop",
+        claim[:400] + ".",
+        score(pair, 0.6 if near else 0.5, share),
+        evidence,
+        "Look at what changed at that step: the events quoted, memory, the GPU samples "
+        "around it; a run that slows down in steps points at a cache, a leak or a recompile.",
+    )
+
+
+# -- warmup ---------------------------------------------------------------------------------
+
+
+def _excess_warmup(side: Side) -> tuple[float, float, int] | None:
+    """(cost of the warm-up beyond a steady pace, its share of all cost, warm-up steps)."""
+    trace, costs = side.trace, side.costs
+    if trace is None or costs is None or side.start <= 0:
+        return (0.0, 0.0, 0) if trace is not None else None
+    s = slice(side.start, None)
+    usable = np.isfinite(costs.work[s]) & np.isfinite(costs.cost[s])
+    steady_cost = float(costs.cost[s][usable].sum())
+    if steady_cost <= 0:
+        return None
+    rate = float(costs.work[s][usable].sum()) / steady_cost
+    head_work, head_cost = costs.work[: side.start], costs.cost[: side.start]
+    ok = np.isfinite(head_work) & np.isfinite(head_cost)
+    excess = float(np.sum(head_cost[ok] - head_work[ok] / rate))
+    total = steady_cost + float(head_cost[ok].sum())
+    return max(excess, 0.0), max(excess, 0.0) / total if total > 0 else 0.0, side.start
+
+
+def _warmup(pair: Pair) -> Finding | None:
+    found = _excess_warmup(pair.run)
+    if found is None or pair.ref is None:
+        return None
+    ref = _excess_warmup(pair.ref)
+    if ref is None:
+        return None
+    excess, share, steps = found
+    ref_excess, ref_share, _ = ref
+    if excess <= WARMUP_RATIO * ref_excess or share - ref_share < WARMUP_SHARE:
+        return None
+    seconds = pair.run.costs is not None and pair.run.costs.in_seconds
+    unit = " s" if seconds else " (in typical steps' time)"
+    claim = (
+        f"{pair.run.name} took {steps:,} steps to warm up, {excess:,.3g}{unit} beyond a steady "
+        f"pace, {pct(share)} of its wall time ({pair.ref_name}: {ref_excess:,.3g}{unit}, "
+        f"{pct(ref_share)}): a longer compile or warm-up phase"
+    )
+    evidence = [
+        Evidence("step", f"steady from step {pair.run.steady_from:,}", line=pair.run.steady_from),
+        Evidence("step", f"{pair.ref_name} steady from step {pair.ref.steady_from:,}"),
+    ]
+    return Finding(
+        "warmup",
+        claim + ".",
+        score(pair, 0.55 + (0.15 if excess > 5 * ref_excess else 0.0)),
+        evidence,
+        "Compilation at start: fewer distinct shapes early, a cache of compiled kernels "
+        "kept between launches (TORCHINDUCTOR_CACHE_DIR), or a lighter compile mode.",
+    )
+
+
+# -- straggler ------------------------------------------------------------------------------
+
+
+def rank_ratios(side: Side) -> dict[int, np.ndarray] | None:
+    """Each rank's throughput over the median of all ranks at the same step, steady steps."""
+    trace = side.trace
+    if trace is None or trace.ranks is None or side.steady_from is None:
+        return None
+    r = trace.ranks
+    keep = (r.step >= side.steady_from) & np.isfinite(r.value) & (r.value > 0)
+    rank, step, value = r.rank[keep], r.step[keep], r.value[keep]
+    if len(np.unique(rank)) < 2:
+        return None
+    steps, step_at = np.unique(step, return_inverse=True)
+    names, rank_at = np.unique(rank, return_inverse=True)
+    grid = np.full((len(steps), len(names)), np.nan)  # one row per step, one column per rank
+    grid[step_at, rank_at] = value
+    with np.errstate(all="ignore"):
+        ratio = grid / np.nanmedian(grid, axis=1)[:, None]
+    return {int(k): ratio[:, i][np.isfinite(ratio[:, i])] for i, k in enumerate(names)}
+
+
+def _straggler(pair: Pair) -> Finding | None:
+    ratios = rank_ratios(pair.run)
+    if ratios is None:
+        return None
+    estimates = {k: estimate_median(v[v > 0]) for k, v in ratios.items() if len(v) >= 10}
+    if len(estimates) < 2:
+        return None
+    slow = min(estimates, key=lambda k: estimates[k].value)
+    est = estimates[slow]
+    ci = est.interval()
+    if not (est.value <= 1 - pair.threshold and ci is not None and ci[1] < 1 - pair.threshold / 2):
+        return None
+    ref_ratios = rank_ratios(pair.ref) if pair.ref is not None else None
+    ref_value = None
+    if ref_ratios is not None and slow in ref_ratios and len(ref_ratios[slow]) >= 10:
+        ref_value = float(np.median(ref_ratios[slow]))
+        if ref_value <= est.value + pair.threshold / 2:
+            return None  # as slow in the reference: not this difference
+    gap = 1 - est.value
+    than = f" ({pair.ref_name}: {pct(1 - ref_value)} behind)" if ref_value is not None else ""
+    claim = (
+        f"rank {slow} ran {pct(gap)} slower than the median rank over {len(ratios[slow]):,} "
+        f"steady steps{than}: one straggler holds back every collective"
+    )
+    return Finding(
+        "straggler",
+        claim + ".",
+        score(pair, 0.75, gap),
+        [
+            Evidence(
+                "step",
+                f"rank {slow}: median {est.value:.3f} of the ranks' median, "
+                f"95 % interval {ci[0]:.3f}–{ci[1]:.3f}",
+            )
+        ],
+        f"Look at rank {slow}'s GPU and host: clocks, temperature and throttle reasons, its "
+        "links, its CPU binding and data shard; drain or swap the node.",
+    )
