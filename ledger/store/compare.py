@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -129,6 +130,32 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
         wall_time=column.get("wall_time"),
         wait_s=column.get("wait_s"),
     )
+
+
+def analysed(
+    data: Sequence[tuple[str, StepColumns, str | None]],
+    fates: dict[str, tuple[str, str | None]],
+    baseline: Baseline,
+    threshold: float | None,
+    alpha: float | None,
+    plot: str | os.PathLike[str] | None,
+) -> CompareReport:
+    """compare's analysis and verdicts (no database): judged with the runs' fates, and the
+    throughput figure written to `plot` when asked."""
+    from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_runs
+
+    report = compare_runs(
+        data,
+        baseline=baseline,
+        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+        alpha=DEFAULT_ALPHA if alpha is None else alpha,
+    )
+    report = judged(report, fates)
+    if plot is not None:
+        from ledger.report.plots import save_compare_figure
+
+        report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
+    return report
 
 
 def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:

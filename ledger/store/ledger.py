@@ -488,8 +488,6 @@ class Ledger:
         is written there (.png, .pdf or .svg)."""
         import dataclasses
 
-        from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_runs
-
         names = compare.check_names(runs, resolve)
         if plot is not None:
             from ledger.report.plots import check_plot_path
@@ -506,18 +504,8 @@ class Ledger:
                 (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
             ]
             pairs = why.compared(s, inv, self.investigation_name, data)
-        report = compare_runs(
-            data,
-            baseline=chosen,
-            threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-            alpha=DEFAULT_ALPHA if alpha is None else alpha,
-        )
-        report = compare.judged(report, fates)
+        report = compare.analysed(data, fates, chosen, threshold, alpha, plot)  # no session
         report = dataclasses.replace(report, why=why.top_findings(pairs, report, threshold))
-        if plot is not None:
-            from ledger.report.plots import save_compare_figure
-
-            report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
         if resolve is not None:
             with self._write() as (s, _):
                 resolution = compare.resolve(s, self.investigation_name, report, resolve)
