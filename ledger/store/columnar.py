@@ -57,28 +57,38 @@ def fetch_floats(
     takes the session's own cursor: as fast for a few thousand rows, and no second
     connection.
     """
-    global fallbacks
     dialect = conn.dialect.name
     if not bulk:
         return _cursor(conn, columns, tail, params)
     if dialect == "postgresql":
         return _postgres(conn, columns, tail, params)
     if dialect == "sqlite":
-        path = _sqlite_file(conn)
-        if path:
-            try:
-                return _off_main_thread(_adbc_sqlite, path, columns, tail, params)
-            except ImportError:
-                fallbacks += 1
-            except Exception as exc:  # the driver's own errors have no common base class
-                if isinstance(exc.__cause__, KeyboardInterrupt):
-                    # The driver turns Ctrl-C during its call into an error of its own
-                    # (SQLite's cannot cancel): it is still the user's Ctrl-C.
-                    raise KeyboardInterrupt from None
-                if not _driver_error(exc):
-                    raise
-                fallbacks += 1
+        found = _with_adbc(conn, _adbc_sqlite, columns, tail, params)
+        if found is not None:
+            return found
     return _cursor(conn, columns, tail, params)
+
+
+def _with_adbc(conn: Connection, read: Callable[..., T], *args: Any) -> T | None:
+    """`read(path, *args)` through ADBC on the session's SQLite file; None when it cannot
+    be used (an in-memory database, the driver missing or refusing a value: counted)."""
+    global fallbacks
+    path = _sqlite_file(conn)
+    if not path:
+        return None
+    try:
+        return _off_main_thread(read, path, *args)
+    except ImportError:
+        fallbacks += 1
+    except Exception as exc:  # the driver's own errors have no common base class
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            # The driver turns Ctrl-C during its call into an error of its own (SQLite's
+            # cannot cancel): it is still the user's Ctrl-C.
+            raise KeyboardInterrupt from None
+        if not _driver_error(exc):
+            raise
+        fallbacks += 1
+    return None
 
 
 def _cursor(
@@ -118,22 +128,12 @@ def fetch_labelled(
     distinct labels, sorted, by one query of the caller's) turns the label into a number
     in SQL, and the rows are read with `fetch_floats`.
     """
-    global fallbacks
     import numpy as np
 
     if conn.dialect.name == "sqlite":
-        path = _sqlite_file(conn)
-        if path:
-            try:
-                return _off_main_thread(_adbc_sqlite_labelled, path, columns, label, tail, params)
-            except ImportError:
-                fallbacks += 1
-            except Exception as exc:
-                if isinstance(exc.__cause__, KeyboardInterrupt):
-                    raise KeyboardInterrupt from None
-                if not _driver_error(exc):
-                    raise
-                fallbacks += 1
+        found = _with_adbc(conn, _adbc_sqlite_labelled, columns, label, tail, params)
+        if found is not None:
+            return found
     names = labels()
     if not names:
         return [], np.empty((0, len(columns) + 1))
