@@ -431,6 +431,7 @@ def test_compare_and_watch_read_imported_runs(
     noise = random.Random(7)
     for name, speed in (("eager", 14000.0), ("slower", 12600.0)):
         run_id = client.create_run(experiment_id, run_name=name).info.run_id
+        client.log_param(run_id, "token_budget", "65536" if name == "eager" else "49152")
         for step in range(300):
             value = speed * (1 + noise.gauss(0, 0.01))
             client.log_metric(run_id, "tokens_per_sec", value, timestamp=step * 100, step=step)
@@ -447,6 +448,13 @@ def test_compare_and_watch_read_imported_runs(
     assert result is not None
     assert (result.outcome, result.fate) == ("regression", "finished")
     assert result.steps >= 299  # every imported step reached the monitor (the first opens it)
+
+    # why reads imported runs too: the difference as compare says it, and the param that
+    # differs (imported into run_config) as its first finding
+    found = lg.why("slower", against="eager")
+    assert found.verdict == "regression" and found.delta_pct == pytest.approx(-10.0, abs=1.5)
+    assert found.top is not None and found.top.kind == "config_change"
+    assert "token_budget" in found.top.claim
 
 
 def test_the_documented_name_table_is_the_one_used() -> None:
