@@ -74,6 +74,11 @@ class EventPool:
             event.record(self._stream.current())
         return event
 
+    def device(self) -> int | None:
+        """The CUDA device index the last event was recorded on, when known."""
+        key = self._stream._key if self._stream is not None else None
+        return int(key[1]) if key is not None else None
+
     def give(self, *events: Any) -> None:
         self._free.extend(e for e in events if e is not None)
 

@@ -1,0 +1,361 @@
+"""The training process's end of the hook: it starts the writer process and feeds it.
+
+The writer (ledger.hook.writer) is a separate process, started with `sys.executable` in
+a session of its own (Ctrl-C and the process group's signals do not reach it), fed
+through a pipe. It does everything that takes time (SQLAlchemy, the database, NVML), so
+that none of it competes with the training thread for the GIL, and it sees the trainer
+die: a pipe closed without a "close" is a run killed, its fate written at once.
+
+Here, one thread (the forwarder) wakes every FORWARD_S, takes what the training thread
+queued, resolves it into plain numbers (CUDA events, tensors: they cannot cross a
+process boundary) and writes it to the pipe; a kill -9 therefore loses at most the last
+FORWARD_S of steps, and what is in the pipe still reaches the ledger. A second thread
+reads the writer's replies (flushes done, counts, warnings to log here).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledger.hook import runinfo, torch_side, wire
+
+if TYPE_CHECKING:
+    from ledger.hook.meter import StepMeter
+
+log = logging.getLogger("ledger.hook")
+
+FORWARD_S = 0.02  # what a kill -9 can lose, at most (plus steps the GPU had not reached)
+DYNAMO_EVERY_S = 0.5
+SLICE = 256  # items resolved between two yields of the GIL
+
+
+class Control:
+    """Something other than a step, queued in order with the steps around it."""
+
+    __slots__ = ("done", "item")
+
+    def __init__(self, item: tuple[Any, ...], done: threading.Event | None = None) -> None:
+        self.item = item  # sent as it is; a "flush" gets its token added
+        self.done = done
+
+
+class Link:
+    """The writer process, the pipe to it and the two threads that use the pipe."""
+
+    def __init__(self, meter: StepMeter) -> None:
+        self.meter = meter
+        self.rows_written = 0
+        self.bad_values = 0
+        self.lost = 0  # steps the writer could not store, as it last said
+        self.unsent = 0  # steps this side could not hand over (the writer was gone)
+        self.closed = threading.Event()  # the writer said it is done (or is gone)
+        self.wake = threading.Event()
+        self.closing = False
+        self._waiters: dict[int, threading.Event] = {}
+        self._tokens = 0
+        self._resolver = torch_side.Resolver(meter._torch)
+        self._pending: deque[Any] = deque()  # taken from the queue, not yet sent
+        self._held: dict[str, Any] | None = None  # the newest step, waiting for the next start
+        self._last_t1: int | None = None
+        self._rank: int | None = None
+        self._dynamo: dict[str, int] = {}
+        self._dynamo_at = 0.0
+        self._config_sent = False
+        self._sent_lock = threading.Lock()
+        self._proc = _spawn(meter)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._out: int | None = self._proc.stdin.fileno()
+        self._in: int | None = self._proc.stdout.fileno()
+        wire.widen(self._out)
+        self._send([("hello", _hello(meter))])
+        self._forwarder = threading.Thread(
+            target=self._forward, name=f"ledger-hook-forwarder[{meter.run}]", daemon=True
+        )
+        self._replies = threading.Thread(
+            target=self._read_replies, name=f"ledger-hook-replies[{meter.run}]", daemon=True
+        )
+        self._forwarder.start()
+        self._replies.start()
+        _LINKS.add(self)
+
+    # -- what the meter calls --------------------------------------------------------------
+
+    def flush_token(self, done: threading.Event) -> Control:
+        self._tokens += 1
+        self._waiters[self._tokens] = done
+        return Control(("flush", self._tokens), done)
+
+    def is_alive(self) -> bool:
+        return self._forwarder.is_alive() and not self.closed.is_set()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the forwarder to hand everything over and the writer to finish."""
+        deadline = time.monotonic() + timeout
+        self._forwarder.join(max(0.0, deadline - time.monotonic()))
+        done = self.closed.wait(max(0.0, deadline - time.monotonic()))
+        if done:
+            self._proc.wait(max(0.1, deadline - time.monotonic()))
+        return done
+
+    def writer_pid(self) -> int:
+        return self._proc.pid
+
+    def _forked(self) -> None:
+        # A forked child (a DataLoader worker) must not hold the pipe open: the writer
+        # would not see the trainer die until every worker had died too.
+        wire.close(self._out)
+        wire.close(self._in)
+        self._out = self._in = None
+
+    # -- the forwarder thread ------------------------------------------------------------
+
+    def _forward(self) -> None:
+        meter = self.meter
+        try:
+            while True:
+                closing = self.closing
+                self._cycle(force=closing)
+                if closing and not meter._queue and not self._pending:
+                    self._send([("close",)])
+                    wire.close(self._out)
+                    self._out = None
+                    return
+                self.wake.wait(FORWARD_S)
+                self.wake.clear()
+        except Exception:
+            log.exception("ledger.hook: the forwarder stopped; later steps are not recorded")
+            self.closed.set()
+
+    def _cycle(self, *, force: bool) -> None:
+        queue = self.meter._queue
+        pending = self._pending
+        while queue:
+            pending.append(queue.popleft())
+        items: list[Any] = []
+        self._resolve(items, force=force)
+        items.append(self._meta())
+        if not self._config_sent:
+            self._config_sent = True
+            items.append(("config", runinfo.torch_config(self.meter._torch, self._events())))
+        self._send(items)
+
+    def _events(self) -> bool:
+        return self.meter._events is not None
+
+    def _resolve(self, items: list[Any], *, force: bool) -> None:
+        pending = self._pending
+        done = 0
+        while pending:
+            item = pending[0]
+            if type(item) is tuple:
+                end_event = item[7]
+                if end_event is not None and not force and not end_event.query():
+                    break  # the GPU has not got there yet; later steps are behind it
+                row = self._row(item, force)
+                if self._held is not None:
+                    items.append(self._release(row["_t0"]))
+                self._held = row
+            else:
+                if self._held is not None and item.item[0] in ("flush", "fate", "close"):
+                    items.append(self._release(None))
+                items.append(self._control(item))
+            pending.popleft()
+            done += 1
+            if done % SLICE == 0:
+                time.sleep(0)  # hand the GIL to the training thread if it is waiting
+        if force and self._held is not None:
+            items.append(self._release(None))
+
+    def _release(self, next_t0: int | None) -> dict[str, Any]:
+        """The held step, its throughput over its start to the next step's start (or, with no
+        next step yet, over its own block)."""
+        row = self._held
+        assert row is not None
+        self._held = None
+        t0 = row.pop("_t0")
+        tokens = row["tokens"]
+        interval = (next_t0 - t0) / 1e9 if next_t0 is not None else row["step_time_s"]
+        if isinstance(tokens, int | float) and tokens and interval > 0:
+            row["throughput"] = tokens / interval
+        return row
+
+    def _row(self, item: tuple[Any, ...], force: bool) -> dict[str, Any]:
+        step, t0, t1, tokens, loss, scalars, start_event, end_event, memory = item
+        gpu_s = None
+        if end_event is not None:
+            if force:
+                end_event.synchronize()
+            gpu_s = start_event.elapsed_time(end_event) / 1000.0
+            events = self.meter._events
+            assert events is not None  # CUDA events come only from the meter's pool
+            events.give(start_event, end_event)
+        number = self._resolver.number
+        wall, anchor = time.time(), time.perf_counter_ns()
+        wait = (t0 - self._last_t1) / 1e9 if self._last_t1 is not None else None
+        self._last_t1 = t1
+        row: dict[str, Any] = {
+            "step": step,
+            "rank": self._rank_now(),
+            "wall_time": wall - (anchor - t1) / 1e9,
+            "step_time_s": (t1 - t0) / 1e9,
+            "wait_s": wait if wait is None or wait >= 0 else None,
+            "gpu_time_s": gpu_s,
+            "tokens": number(tokens, end_event),
+            "throughput": None,
+            "loss": number(loss, end_event),
+            "_t0": t0,
+        }
+        if memory is not None:
+            allocated, peak, reserved = memory
+            row["memory_allocated_mib"] = allocated
+            row["memory_reserved_mib"] = reserved
+            row["memory_max_allocated_mib"] = peak
+        if scalars:
+            for name, value in scalars.items():
+                if name not in row:
+                    row[str(name)] = number(value, end_event)
+        return row
+
+    def _control(self, control: Control) -> tuple[Any, ...]:
+        item = control.item
+        if item[0] == "log":
+            _, step, scalars = item
+            values = {str(k): self._resolver.number(v) for k, v in scalars.items()}
+            return ("log", self._rank_now(), step, values)
+        return item
+
+    def _meta(self) -> tuple[Any, ...]:
+        meter = self.meter
+        costs: list[int] = []
+        samples = meter._costs
+        while samples:
+            costs.append(samples.popleft())
+        now = time.monotonic()
+        dynamo = None
+        if now - self._dynamo_at >= DYNAMO_EVERY_S:
+            self._dynamo_at = now
+            counters = torch_side.dynamo_counters()
+            if counters and counters != self._dynamo:
+                self._dynamo = dynamo = counters
+        device = meter._events.device() if meter._events is not None else None
+        dropped = meter._dropped + self.unsent
+        return ("meta", dropped, costs, dynamo, device, self._resolver.failures)
+
+    def _rank_now(self) -> int:
+        # Decided at the first step or log handed over, not at construction: a script may
+        # build its meter before torch.distributed.init_process_group.
+        if self._rank is None:
+            explicit = self.meter._rank
+            self._rank = explicit if explicit is not None else torch_side.detect_rank()
+        return self._rank
+
+    def _send(self, items: list[Any]) -> None:
+        fd = self._out
+        if fd is None or self.closed.is_set():
+            self._count_unsent(items)
+            return
+        try:
+            wire.send(fd, items)
+        except OSError:  # the writer is gone (a broken pipe)
+            self._count_unsent(items)
+            self.closed.set()
+
+    def _count_unsent(self, items: list[Any]) -> None:
+        for item in items:
+            if type(item) is dict:
+                self.unsent += 1
+            elif item[0] == "flush":
+                waiter = self._waiters.pop(item[1], None)
+                if waiter is not None:
+                    waiter.set()
+
+    # -- the replies thread --------------------------------------------------------------
+
+    def _read_replies(self) -> None:
+        fd = self._in
+        try:
+            if fd is None:
+                return
+            reader = wire.Reader(fd)
+            while True:
+                frame = reader.read()
+                if frame is None:
+                    break
+                for reply in frame:
+                    self._reply(reply)
+        except (OSError, ValueError, EOFError) as exc:
+            log.warning("ledger.hook: lost touch with the writer process (%s)", exc)
+        finally:
+            if not self.closed.is_set() and not self.closing:
+                log.warning(
+                    "ledger.hook: the writer process of run %r ended; later steps are not "
+                    "recorded",
+                    self.meter.run,
+                )
+            self.closed.set()
+            for waiter in list(self._waiters.values()):
+                waiter.set()
+            self._waiters.clear()
+
+    def _reply(self, reply: Any) -> None:
+        kind = reply[0]
+        if kind in ("stats", "done", "closed"):
+            self.rows_written, self.lost, self.bad_values = reply[1], reply[2], reply[3]
+        if kind == "done":
+            waiter = self._waiters.pop(reply[4], None)
+            if waiter is not None:
+                waiter.set()
+        elif kind == "warn":
+            log.warning("%s", reply[1])
+        elif kind == "closed":
+            self.closed.set()
+
+
+_LINKS: weakref.WeakSet[Link] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for link in list(_LINKS):
+        link._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _hello(meter: StepMeter) -> dict[str, Any]:
+    return {
+        "db": meter.db,
+        "run": meter.run,
+        "investigation": meter.investigation,
+        "created_at": meter.created_at.timestamp(),
+        "argv": list(sys.argv),
+        "flush_interval": meter.flush_interval,
+        "close_timeout": meter.close_timeout,
+        "max_pending": meter._cap,
+        "gpu_every": meter.gpu_every,
+        "cwd": os.getcwd(),
+    }
+
+
+def _spawn(meter: StepMeter) -> subprocess.Popen[bytes]:
+    """Start the writer: this interpreter, this package, nothing of the trainer's state."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", "ledger.hook.writer"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # Ctrl-C and the group's SIGTERM: the trainer's, not ours
+        close_fds=True,
+    )
