@@ -66,16 +66,14 @@ class Link:
         self._pending: deque[Any] = deque()  # taken from the queue, not yet sent
         self._held: dict[str, Any] | None = None  # the newest step, waiting for the next start
         self._last_t1: int | None = None
+        # A step waits this long at most for the next one's start (its throughput's end).
+        self._hold_ns = int(meter.flush_interval / 4 * 1e9)
         self._rank: int | None = None
         self._dynamo: dict[str, int] = {}
         self._dynamo_at = 0.0
         self._config_sent = False
         self._sent_lock = threading.Lock()
-        self._proc = _spawn(meter)
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._out: int | None = self._proc.stdin.fileno()
-        self._in: int | None = self._proc.stdout.fileno()
-        wire.widen(self._out)
+        self._proc, self._out, self._in = _spawn(meter)
         self._send([("hello", _hello(meter))])
         self._forwarder = threading.Thread(
             target=self._forward, name=f"ledger-hook-forwarder[{meter.run}]", daemon=True
@@ -103,7 +101,10 @@ class Link:
         self._forwarder.join(max(0.0, deadline - time.monotonic()))
         done = self.closed.wait(max(0.0, deadline - time.monotonic()))
         if done:
-            self._proc.wait(max(0.1, deadline - time.monotonic()))
+            try:
+                self._proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return False
         return done
 
     def writer_pid(self) -> int:
@@ -140,9 +141,11 @@ class Link:
         pending = self._pending
         while queue:
             pending.append(queue.popleft())
-        items: list[Any] = []
-        self._resolve(items, force=force)
-        items.append(self._meta())
+        urgent = force or any(type(i) is Control and i.item[0] == "flush" for i in pending)
+        items: list[Any] = [None]
+        self._resolve(items, force=urgent)
+        # First in the frame: the writer knows the counters before it writes these steps.
+        items[0] = self._meta(urgent)
         if not self._config_sent:
             self._config_sent = True
             items.append(("config", runinfo.torch_config(self.meter._torch, self._events())))
@@ -172,8 +175,9 @@ class Link:
             done += 1
             if done % SLICE == 0:
                 time.sleep(0)  # hand the GIL to the training thread if it is waiting
-        if force and self._held is not None:
-            items.append(self._release(None))
+        held = self._held
+        if held is not None and (force or time.perf_counter_ns() - held["_t1"] > self._hold_ns):
+            items.append(self._release(None))  # no next step for a while: over its own block
 
     def _release(self, next_t0: int | None) -> dict[str, Any]:
         """The held step, its throughput over its start to the next step's start (or, with no
@@ -182,6 +186,7 @@ class Link:
         assert row is not None
         self._held = None
         t0 = row.pop("_t0")
+        del row["_t1"]
         tokens = row["tokens"]
         interval = (next_t0 - t0) / 1e9 if next_t0 is not None else row["step_time_s"]
         if isinstance(tokens, int | float) and tokens and interval > 0:
@@ -213,6 +218,7 @@ class Link:
             "throughput": None,
             "loss": number(loss, end_event),
             "_t0": t0,
+            "_t1": t1,
         }
         if memory is not None:
             allocated, peak, reserved = memory
@@ -233,7 +239,7 @@ class Link:
             return ("log", self._rank_now(), step, values)
         return item
 
-    def _meta(self) -> tuple[Any, ...]:
+    def _meta(self, urgent: bool) -> tuple[Any, ...]:
         meter = self.meter
         costs: list[int] = []
         samples = meter._costs
@@ -241,7 +247,7 @@ class Link:
             costs.append(samples.popleft())
         now = time.monotonic()
         dynamo = None
-        if now - self._dynamo_at >= DYNAMO_EVERY_S:
+        if urgent or now - self._dynamo_at >= DYNAMO_EVERY_S:
             self._dynamo_at = now
             counters = torch_side.dynamo_counters()
             if counters and counters != self._dynamo:
@@ -302,6 +308,9 @@ class Link:
                     self.meter.run,
                 )
             self.closed.set()
+            if self._in is not None:
+                wire.close(self._in)
+                self._in = None
             for waiter in list(self._waiters.values()):
                 waiter.set()
             self._waiters.clear()
@@ -346,16 +355,30 @@ def _hello(meter: StepMeter) -> dict[str, Any]:
     }
 
 
-def _spawn(meter: StepMeter) -> subprocess.Popen[bytes]:
-    """Start the writer: this interpreter, this package, nothing of the trainer's state."""
+def _spawn(meter: StepMeter) -> tuple[subprocess.Popen[bytes], int | None, int | None]:
+    """Start the writer: this interpreter, this package, nothing of the trainer's state.
+
+    Returns the process, the pipe's end to write steps to and the end to read replies."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return subprocess.Popen(
-        [sys.executable, "-u", "-m", "ledger.hook.writer"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        start_new_session=True,  # Ctrl-C and the group's SIGTERM: the trainer's, not ours
-        close_fds=True,
-    )
+    steps_r, steps_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    wire.widen(steps_w)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "ledger.hook.writer"],
+            stdin=steps_r,
+            stdout=replies_w,
+            env=env,
+            start_new_session=True,  # Ctrl-C and the group's SIGTERM: the trainer's, not ours
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (steps_w, replies_r):
+            wire.close(fd)
+        raise
+    finally:
+        wire.close(steps_r)
+        wire.close(replies_w)
+    return proc, steps_w, replies_r
