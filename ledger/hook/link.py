@@ -303,8 +303,7 @@ class Link:
         finally:
             if not self.closed.is_set() and not self.closing:
                 log.warning(
-                    "ledger.hook: the writer process of run %r ended; later steps are not "
-                    "recorded",
+                    "ledger.hook: the writer process of run %r ended; later steps are not recorded",
                     self.meter.run,
                 )
             self.closed.set()

@@ -152,9 +152,7 @@ def write_batch(
     return report
 
 
-def write_config(
-    conn: Connection, run_id: int, items: Mapping[str, str], *, source: str
-) -> None:
+def write_config(conn: Connection, run_id: int, items: Mapping[str, str], *, source: str) -> None:
     """run_config rows through the gate (redacted; masked whole when the key names a
     secret); a key already there for this source keeps its first value."""
     rows = [
