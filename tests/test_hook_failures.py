@@ -105,8 +105,10 @@ def test_a_full_disk_is_counted_said_and_given_up_on_in_time(tmp_path: Path) -> 
     limit = os.path.getsize(sqlite_path(db)) + 64 * 1024
     started = time.monotonic()
     done = subprocess.run(
-        _worker(db, "full", "--steps", "30000", "--file-size-limit", str(limit))
-        + ["--close-timeout", "3", "--report", "--flush-interval", "0.2"],
+        [
+            *_worker(db, "full", "--steps", "30000", "--file-size-limit", str(limit)),
+            *("--close-timeout", "3", "--report", "--flush-interval", "0.2"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,6 +7,7 @@ so once. A reading that fails costs that field (NULL), never the sample.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -46,10 +47,8 @@ class Sampler:
 
     def stop(self) -> None:
         if self._nvml is not None:
-            try:
+            with contextlib.suppress(Exception):  # shutting down: nothing left to lose
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
             self._nvml = None
 
     def sample(self, device: int, *, rank: int, step: int | None) -> dict[str, Any] | None:

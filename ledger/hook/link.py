@@ -324,6 +324,8 @@ class Link:
                 waiter.set()
         elif kind == "warn":
             log.warning("%s", reply[1])
+        elif kind == "info":
+            log.info("%s", reply[1])
         elif kind == "closed":
             self.closed.set()
 

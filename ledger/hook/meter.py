@@ -15,9 +15,9 @@ ledger. See docs/hook.md for what is guaranteed on exit, exception, SIGTERM and 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-import logging
 import threading
 import time
 from collections import deque

@@ -41,9 +41,9 @@ def torch_config(torch: Any | None, cuda: bool) -> dict[str, str]:
         return out
     try:
         out["torch_version"] = str(torch.__version__)
-        version = getattr(torch, "version", None)
-        if getattr(version, "cuda", None):
-            out["cuda_version"] = str(version.cuda)
+        cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
+        if cuda_version:
+            out["cuda_version"] = str(cuda_version)
         if cuda:
             cudnn = torch.backends.cudnn.version()
             if cudnn:

@@ -13,6 +13,7 @@ how many steps it could not store.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -431,11 +432,9 @@ class Writer:
         return self.bad_values + self._failures
 
     def reply(self, message: tuple[Any, ...]) -> None:
-        with self._reply_lock:
-            try:
-                wire.send(self._replies, [message])
-            except OSError:
-                pass  # the trainer is gone: nobody to tell
+        # OSError: the trainer is gone, nobody to tell.
+        with self._reply_lock, contextlib.suppress(OSError):
+            wire.send(self._replies, [message])
 
     def warn(self, key: str, message: str, *args: Any) -> None:
         """Said once per kind, in the trainer's log (its `ledger.hook` logger)."""

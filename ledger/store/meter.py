@@ -165,10 +165,13 @@ def write_config(conn: Connection, run_id: int, items: Mapping[str, str], *, sou
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        from sqlalchemy.dialects import postgresql
+
+        conn.execute(postgresql.insert(_CONFIG).on_conflict_do_nothing(), rows)
     else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    conn.execute(dialect_insert(_CONFIG).on_conflict_do_nothing(), rows)
+        from sqlalchemy.dialects import sqlite
+
+        conn.execute(sqlite.insert(_CONFIG).on_conflict_do_nothing(), rows)
 
 
 def _text(value: Any) -> str:
