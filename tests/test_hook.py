@@ -13,6 +13,7 @@ import time
 import pytest
 
 import ledger
+from ledger.errors import NotFoundError
 
 torch = pytest.importorskip("torch")
 
@@ -45,7 +46,7 @@ def _wait_for_run(db_url: str, name: str, timeout: float = 30) -> None:
             with ledger.open(db_url) as lg:
                 lg.meter_summary(name)
             return
-        except ledger.NotFoundError:
+        except NotFoundError:
             assert time.monotonic() < deadline, f"run {name!r} never started"
             time.sleep(0.05)
 
@@ -445,7 +446,7 @@ def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.Mon
     monkeypatch.setattr(torch_side, "loaded_torch", lambda: fake)
     monkeypatch.setattr(_FakeEvent, "ready", False)
     monkeypatch.setattr(_FakeEvent, "created", 0)
-    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2)
+    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2, event_every=1)
     _wait_for_run(db_url, "cuda_like")
     for _ in range(10):
         with meter.step(tokens=8):

@@ -156,12 +156,20 @@ class Link:
 
     def _resolve(self, items: list[Any], *, force: bool) -> None:
         pending = self._pending
+        # Steps are timed on a sample (event_every): a timed step whose end event is done
+        # clears every step queued before it on the stream, tensors and all.
+        cleared = -1
+        if not force:
+            for i, item in enumerate(pending):
+                if type(item) is tuple and item[7] is not None:
+                    if not item[7].query():
+                        break
+                    cleared = i
         done = 0
         while pending:
             item = pending[0]
             if type(item) is tuple:
-                end_event = item[7]
-                if end_event is not None and not force and not end_event.query():
+                if not force and done > cleared and (item[7] is not None or _on_gpu(item)):
                     break  # the GPU has not got there yet; later steps are behind it
                 row = self._row(item, force)
                 if self._held is not None:
@@ -328,6 +336,14 @@ class Link:
             log.info("%s", reply[1])
         elif kind == "closed":
             self.closed.set()
+
+
+def _on_gpu(item: tuple[Any, ...]) -> bool:
+    """Whether a step hands over a CUDA tensor (reading it would wait for the GPU)."""
+    _, _, _, tokens, loss, scalars, _, _, _ = item
+    if getattr(tokens, "is_cuda", False) or getattr(loss, "is_cuda", False):
+        return True
+    return bool(scalars) and any(getattr(v, "is_cuda", False) for v in scalars.values())
 
 
 _LINKS: weakref.WeakSet[Link] = weakref.WeakSet()

@@ -37,6 +37,7 @@ DEFAULT_FLUSH_INTERVAL = 1.0
 DEFAULT_CLOSE_TIMEOUT = 60.0
 DEFAULT_MEMORY_EVERY = 100
 DEFAULT_GPU_EVERY = 5.0
+DEFAULT_EVENT_EVERY = 8
 COST_SAMPLE_MASK = 15
 REASON_CHARS = 500
 
@@ -50,7 +51,9 @@ class StepMeter:
     within this many seconds (while the database accepts writes). max_pending: steps held
     while the writer is behind; beyond it steps are dropped and counted, never waited for.
     cuda: time steps with CUDA events (default: when torch.cuda is available).
-    memory_every: sample CUDA memory counters every this many steps. gpu_every: seconds
+    memory_every: sample CUDA memory counters every this many steps. event_every: on CUDA,
+    time every this many steps with an event pair (gpu_time_s; NULL between, default 8:
+    an event record costs the host 7-10 µs on an H200 host). gpu_every: seconds
     between two NVML samples of this rank's GPU, taken by the writer process (0: never).
     """
 
@@ -68,9 +71,14 @@ class StepMeter:
         handle_sigterm: bool = True,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         gpu_every: float = DEFAULT_GPU_EVERY,
+        event_every: int = DEFAULT_EVENT_EVERY,
     ) -> None:
-        if flush_interval <= 0 or max_pending < 1 or memory_every < 1 or gpu_every < 0:
-            raise ValueError("flush_interval, max_pending and memory_every must be positive")
+        if flush_interval <= 0 or max_pending < 1 or memory_every < 1 or event_every < 1:
+            raise ValueError(
+                "flush_interval, max_pending, memory_every and event_every must be positive"
+            )
+        if gpu_every < 0:
+            raise ValueError("gpu_every must not be negative")
         self.created_at = datetime.now(UTC)
         self.run = run or os.environ.get("LEDGER_RUN") or _script_name()
         self.db = locate(db).url  # resolved now: the working directory may change later
@@ -87,6 +95,7 @@ class StepMeter:
         use_cuda = torch_side.cuda_in_use() if cuda is None else cuda
         self._events = torch_side.EventPool(self._torch) if use_cuda else None
         self._memory_every = memory_every
+        self._event_every = event_every
         self._queue: deque[Any] = deque()
         self._cap = max_pending
         self._dropped = 0
@@ -127,6 +136,7 @@ class StepMeter:
         current.loss = loss
         current.scalars = scalars or None
         current._called = called
+        current._timed = count % self._event_every == 0
         return current
 
     def log(self, step: int, **scalars: Any) -> None:
@@ -236,7 +246,17 @@ class MeteredStep:
     (the meter refills the same object for its next step).
     """
 
-    __slots__ = ("_called", "_ev0", "_meter", "_t0", "loss", "scalars", "step", "tokens")
+    __slots__ = (
+        "_called",
+        "_ev0",
+        "_meter",
+        "_t0",
+        "_timed",
+        "loss",
+        "scalars",
+        "step",
+        "tokens",
+    )
 
     def __init__(self, meter: StepMeter) -> None:
         self._meter = meter
@@ -246,6 +266,7 @@ class MeteredStep:
         self.scalars: dict[str, Any] | None = None
         self._called = self._t0 = 0
         self._ev0: Any = None
+        self._timed = False
 
     def set(self, *, tokens: Any = None, loss: Any = None, **scalars: Any) -> None:
         """Give values found during the step (the loss it computed, its tokens, grad norm…)."""
@@ -261,8 +282,7 @@ class MeteredStep:
 
     def __enter__(self) -> MeteredStep:
         events = self._meter._events
-        if events is not None:
-            self._ev0 = events.recorded()
+        self._ev0 = events.recorded() if events is not None and self._timed else None
         self._t0 = _now()
         return self
 
@@ -272,7 +292,8 @@ class MeteredStep:
         events = meter._events
         end_event = memory = None
         if events is not None:
-            end_event = events.recorded()
+            if self._ev0 is not None:
+                end_event = events.recorded()
             if self.step % meter._memory_every == 0:
                 memory = meter._memory()
         queue = meter._queue
