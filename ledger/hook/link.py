@@ -165,6 +165,7 @@ class Link:
                     if not item[7].query():
                         break
                     cleared = i
+        self._prefetch(cleared if not force else len(pending) - 1, force)
         done = 0
         while pending:
             item = pending[0]
@@ -183,9 +184,28 @@ class Link:
             done += 1
             if done % SLICE == 0:
                 time.sleep(0)  # hand the GIL to the training thread if it is waiting
+        self._resolver.forget()
         held = self._held
         if held is not None and (force or time.perf_counter_ns() - held["_t1"] > self._hold_ns):
             items.append(self._release(None))  # no next step for a while: over its own block
+
+    def _prefetch(self, upto: int, force: bool) -> None:
+        """Read the CUDA scalars of the steps that can be resolved now, all at once."""
+        if self.meter._events is None or upto < 1:
+            return
+        tensors: list[Any] = []
+        ready = None
+        for i, item in enumerate(self._pending):
+            if i > upto:
+                break
+            if type(item) is not tuple:
+                continue
+            _, _, _, tokens, loss, scalars, _, end_event, _ = item
+            ready = end_event if end_event is not None else ready
+            for value in (tokens, loss, *(scalars.values() if scalars else ())):
+                if getattr(value, "is_cuda", False) and value.numel() == 1:
+                    tensors.append(value)
+        self._resolver.prefetch(tensors, None if force else ready)
 
     def _release(self, next_t0: int | None) -> dict[str, Any]:
         """The held step, its throughput over its start to the next step's start (or, with no
