@@ -46,6 +46,9 @@ def _hook_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_values_past_int64_cost_only_themselves(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # Dynamo's counters (read once it is imported) ride on the newest step: not one past int64.
+    pytest.importorskip("torch._dynamo.utils")
+
     with caplog.at_level(logging.WARNING, logger="ledger.hook"):
         meter = StepMeter("big", db=db_url)
         for i in range(500):

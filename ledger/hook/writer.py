@@ -313,7 +313,11 @@ class Writer:
         counters = self._dynamo
         if not self._rows or not counters:
             return []
-        newest = self._rows[-1]
+        # The newest step that can be a key (a step number past 64 bits is not stored).
+        keyed = [r for r in self._rows[-16:] if isinstance(r["step"], int) and _int64(r["step"])]
+        if not keyed:
+            return []
+        newest = keyed[-1]
         return [
             (newest["rank"], newest["step"], name, value)
             for name, value in counters.items()
@@ -441,6 +445,10 @@ class Writer:
         if key not in self._warned:
             self._warned.add(key)
             self.reply(("warn", message % args))
+
+
+def _int64(value: int) -> bool:
+    return -(1 << 63) <= value < (1 << 63)
 
 
 def _env_rank() -> int:
