@@ -279,3 +279,23 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.exists() and status.read_text().split()[2] == "Z")
+
+
+def test_a_writer_that_cannot_start_never_stops_training(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ledger.hook import link
+
+    def no_process(meter: object) -> None:
+        raise OSError("no interpreter here")
+
+    monkeypatch.setattr(link, "_spawn", no_process)
+    with caplog.at_level(logging.WARNING, logger="ledger.hook"):
+        meter = StepMeter("nowriter", db=db_url)
+        for _ in range(10):
+            with meter.step(loss=1.0):
+                pass
+        assert not meter.flush(1)
+        meter.close()
+    assert meter.dropped == 10
+    assert any("cannot start the writer process" in w for w in _hook_warnings(caplog))

@@ -73,7 +73,18 @@ class Link:
         self._dynamo_at = 0.0
         self._config_sent = False
         self._sent_lock = threading.Lock()
-        self._proc, self._out, self._in = _spawn(meter)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._out: int | None = None
+        self._in: int | None = None
+        try:
+            self._proc, self._out, self._in = _spawn(meter)
+        except OSError as exc:  # no interpreter to start (an embedded Python, a full table)
+            log.warning(
+                "ledger.hook: cannot start the writer process (%s); run %r goes unrecorded",
+                exc,
+                meter.run,
+            )
+            self.closed.set()
         self._send([("hello", _hello(meter))])
         self._forwarder = threading.Thread(
             target=self._forward, name=f"ledger-hook-forwarder[{meter.run}]", daemon=True
@@ -100,15 +111,15 @@ class Link:
         deadline = time.monotonic() + timeout
         self._forwarder.join(max(0.0, deadline - time.monotonic()))
         done = self.closed.wait(max(0.0, deadline - time.monotonic()))
-        if done:
+        if done and self._proc is not None:
             try:
                 self._proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 return False
         return done
 
-    def writer_pid(self) -> int:
-        return self._proc.pid
+    def writer_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def _forked(self) -> None:
         # A forked child (a DataLoader worker) must not hold the pipe open: the writer
