@@ -86,7 +86,7 @@ def test_the_run_configuration_is_recorded_once_and_redacted(
     assert {s for _, _, s in rows} == {"hook"} and len(rows) == len(config)
     import torch
 
-    assert config["torch_version"] == str(torch.__version__)
+    assert config["torch"] == str(torch.__version__)
     assert config["env.NCCL_DEBUG"] == "INFO" and config["env.OMP_NUM_THREADS"] == "4"
     assert "env.UNRELATED_VARIABLE" not in config
     assert "hf_abc" not in config["env.TORCH_HF_TOKEN"]  # masked

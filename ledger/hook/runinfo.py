@@ -40,22 +40,22 @@ def torch_config(torch: Any | None, cuda: bool) -> dict[str, str]:
     if torch is None:
         return out
     try:
-        out["torch_version"] = str(torch.__version__)
+        out["torch"] = str(torch.__version__)
         cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
         if cuda_version:
-            out["cuda_version"] = str(cuda_version)
+            out["cuda"] = str(cuda_version)
         if cuda:
             cudnn = torch.backends.cudnn.version()
             if cudnn:
-                out["cudnn_version"] = str(cudnn)
+                out["cudnn"] = str(cudnn)
             nccl = getattr(torch.cuda, "nccl", None)
             if nccl is not None:
-                out["nccl_version"] = ".".join(str(p) for p in _tuple(nccl.version()))
+                out["nccl"] = ".".join(str(p) for p in _tuple(nccl.version()))
             count = int(torch.cuda.device_count())
-            out["gpu_count"] = str(count)
+            out["gpu.count"] = str(count)
             names = [str(torch.cuda.get_device_name(i)) for i in range(count)]
             if names:
-                out["gpu_names"] = ", ".join(names)
+                out["gpu.name"] = ", ".join(names)
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
             out["world_size"] = str(dist.get_world_size())
@@ -73,7 +73,7 @@ def process_config(argv: list[str], cwd: str) -> dict[str, str]:
     """What the writer process finds out itself (it inherits the trainer's environment)."""
     out: dict[str, str] = {
         "host": socket.gethostname(),
-        "python_version": platform.python_version(),
+        "python": platform.python_version(),
         "command": " ".join(argv),
     }
     world = os.environ.get("WORLD_SIZE")
