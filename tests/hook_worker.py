@@ -31,7 +31,18 @@ def main() -> int:
     parser.add_argument("--no-close", action="store_true", help="leave closing to atexit")
     parser.add_argument("--previous-handler", type=Path, default=None)
     parser.add_argument("--print", action="store_true", help="print each step when done")
+    parser.add_argument("--close-timeout", type=float, default=60.0)
+    parser.add_argument("--file-size-limit", type=int, default=None, help="RLIMIT_FSIZE bytes")
+    parser.add_argument("--fork-sleeper", action="store_true", help="fork a child that sleeps")
+    parser.add_argument("--report", action="store_true", help="print dropped=N at the end")
     args = parser.parse_args()
+
+    if args.file_size_limit is not None:  # a full disk, for this process and its writer
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        limit = args.file_size_limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     if args.previous_handler is not None:
         marker = args.previous_handler
@@ -55,7 +66,18 @@ def main() -> int:
 
     if args.start_at is not None:
         time.sleep(max(0.0, args.start_at - time.time()))
-    meter = StepMeter(args.run, db=args.db, rank=args.rank, flush_interval=args.flush_interval)
+    meter = StepMeter(
+        args.run,
+        db=args.db,
+        rank=args.rank,
+        flush_interval=args.flush_interval,
+        close_timeout=args.close_timeout,
+    )
+    if args.fork_sleeper and os.fork() == 0:  # a DataLoader worker that outlives us
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # not the test's pipe: it reads until every holder closes it
+        time.sleep(30)
+        os._exit(0)
     for i in range(args.steps):
         with meter.step(tokens=32) as step:
             if model is not None:
@@ -76,6 +98,8 @@ def main() -> int:
         raise ValueError("failed after the loop")
     if not args.no_close:
         meter.close()
+    if args.report:
+        print(f"dropped={meter.dropped}", flush=True)
     return 0
 
 

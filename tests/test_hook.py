@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ import time
 import pytest
 
 import ledger
+from ledger.errors import NotFoundError
 
 torch = pytest.importorskip("torch")
 
@@ -36,6 +38,19 @@ def _train(meter: StepMeter, steps: int, *, start: int = 0) -> list[float]:
     return losses
 
 
+def _wait_for_run(db_url: str, name: str, timeout: float = 30) -> None:
+    """Until the writer process has opened the ledger and started the run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with ledger.open(db_url) as lg:
+                lg.meter_summary(name)
+            return
+        except NotFoundError:
+            assert time.monotonic() < deadline, f"run {name!r} never started"
+            time.sleep(0.05)
+
+
 def test_records_every_step_of_a_training_loop(db_url: str) -> None:
     meter = StepMeter("linear", db=db_url)
     before = time.time()
@@ -54,7 +69,10 @@ def test_records_every_step_of_a_training_loop(db_url: str) -> None:
     assert steps["loss"].tolist() == pytest.approx(losses, rel=1e-6)
     assert (steps["tokens"] == 16).all()
     assert (steps["step_time_s"] > 0).all() and steps["gpu_time_s"].isna().all()
-    assert steps["throughput"].tolist() == pytest.approx((16 / steps["step_time_s"]).tolist())
+    # Throughput is over each step's start to the next one's: its block and the wait after.
+    interval = steps["step_time_s"] + steps["wait_s"].shift(-1).fillna(0.0)
+    assert steps["throughput"].tolist() == pytest.approx((16 / interval).tolist(), rel=1e-3)
+    assert math.isnan(steps["wait_s"].iloc[0]) and (steps["wait_s"].iloc[1:] >= 0).all()
     assert steps["wall_time"].is_monotonic_increasing
     assert before - 1 < steps["wall_time"].iloc[0] <= steps["wall_time"].iloc[-1] < time.time() + 1
     grad_norms = metrics[metrics["name"] == "grad_norm"]
@@ -69,12 +87,15 @@ def test_records_every_step_of_a_training_loop(db_url: str) -> None:
     assert summary.hook_cost_us is not None and 0 < summary.hook_cost_us < 1000
 
 
-def test_the_constructor_opens_the_ledger_before_training_starts(db_url: str) -> None:
-    # Opening (imports, maybe creating the schema) is Python that holds the GIL: it happens
-    # on the caller's thread, before the loop, not on the writer during the first steps.
+def test_the_ledger_is_opened_by_the_writer_process(db_url: str) -> None:
+    # Opening (imports, maybe creating the schema) is Python that holds a GIL: it happens
+    # in the writer process, so the constructor returns at once.
+    started = time.perf_counter()
     meter = StepMeter("opened_early", db=db_url)
+    assert time.perf_counter() - started < 1.0
     try:
-        assert meter._writer._opened is True
+        assert meter._link.writer_pid() != os.getpid()
+        assert meter.flush(30)
         with ledger.open(db_url) as lg:
             assert lg.meter_summary("opened_early").fate == "running"
     finally:
@@ -425,7 +446,8 @@ def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.Mon
     monkeypatch.setattr(torch_side, "loaded_torch", lambda: fake)
     monkeypatch.setattr(_FakeEvent, "ready", False)
     monkeypatch.setattr(_FakeEvent, "created", 0)
-    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2)
+    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2, event_every=1)
+    _wait_for_run(db_url, "cuda_like")
     for _ in range(10):
         with meter.step(tokens=8):
             pass

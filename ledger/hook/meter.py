@@ -4,17 +4,18 @@
     for batch in loader:
         with meter.step(tokens=batch["input_ids"].numel()) as s:
             loss = train_step(batch)
-            s.set(loss=loss)             # a tensor: read later, on the writer thread
+            s.set(loss=loss)             # a tensor: read later, off the training thread
 
 The training thread's share of a step is a clock read on each side, on CUDA one event
 recorded on the current stream at each boundary (never a synchronize), and one tuple
-appended to a bounded deque. Everything else happens on the writer thread
-(ledger.hook.writer). See docs/hook.md for what is guaranteed on exit, exception,
-SIGTERM and kill -9.
+appended to a bounded deque. A forwarder thread (ledger.hook.link) resolves the tuples
+into numbers and pipes them to a writer process (ledger.hook.writer), which writes the
+ledger. See docs/hook.md for what is guaranteed on exit, exception, SIGTERM and kill -9.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -26,15 +27,17 @@ from typing import Any
 
 from ledger.config import locate
 from ledger.hook import exits, torch_side
-from ledger.hook.writer import Control, Writer
-from ledger.model.records import FateChange
+from ledger.hook.link import Control, Link
 
 _now = time.perf_counter_ns
+log = logging.getLogger("ledger.hook")
 
 DEFAULT_MAX_PENDING = 65_536
 DEFAULT_FLUSH_INTERVAL = 1.0
 DEFAULT_CLOSE_TIMEOUT = 60.0
 DEFAULT_MEMORY_EVERY = 100
+DEFAULT_GPU_EVERY = 5.0
+DEFAULT_EVENT_EVERY = 8
 COST_SAMPLE_MASK = 15
 REASON_CHARS = 500
 
@@ -48,7 +51,10 @@ class StepMeter:
     within this many seconds (while the database accepts writes). max_pending: steps held
     while the writer is behind; beyond it steps are dropped and counted, never waited for.
     cuda: time steps with CUDA events (default: when torch.cuda is available).
-    memory_every: sample CUDA memory counters every this many steps.
+    memory_every: sample CUDA memory counters every this many steps. event_every: on CUDA,
+    time every this many steps with an event pair (gpu_time_s; NULL between, default 8:
+    an event record costs the host 7-10 µs on an H200 host). gpu_every: seconds
+    between two NVML samples of this rank's GPU, taken by the writer process (0: never).
     """
 
     def __init__(
@@ -64,15 +70,22 @@ class StepMeter:
         memory_every: int = DEFAULT_MEMORY_EVERY,
         handle_sigterm: bool = True,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+        gpu_every: float = DEFAULT_GPU_EVERY,
+        event_every: int = DEFAULT_EVENT_EVERY,
     ) -> None:
-        if flush_interval <= 0 or max_pending < 1 or memory_every < 1:
-            raise ValueError("flush_interval, max_pending and memory_every must be positive")
+        if flush_interval <= 0 or max_pending < 1 or memory_every < 1 or event_every < 1:
+            raise ValueError(
+                "flush_interval, max_pending, memory_every and event_every must be positive"
+            )
+        if gpu_every < 0:
+            raise ValueError("gpu_every must not be negative")
         self.created_at = datetime.now(UTC)
         self.run = run or os.environ.get("LEDGER_RUN") or _script_name()
         self.db = locate(db).url  # resolved now: the working directory may change later
         self.investigation = investigation or os.environ.get("LEDGER_INVESTIGATION") or None
         self.flush_interval = float(flush_interval)
         self.close_timeout = float(close_timeout)
+        self.gpu_every = float(gpu_every)
         self._rank = rank
         self._torch = torch_side.loaded_torch()
         if cuda and self._torch is None:  # asked for CUDA timing before importing torch
@@ -82,6 +95,7 @@ class StepMeter:
         use_cuda = torch_side.cuda_in_use() if cuda is None else cuda
         self._events = torch_side.EventPool(self._torch) if use_cuda else None
         self._memory_every = memory_every
+        self._event_every = event_every
         self._queue: deque[Any] = deque()
         self._cap = max_pending
         self._dropped = 0
@@ -94,11 +108,9 @@ class StepMeter:
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._current = MeteredStep(self)
-        self._writer = Writer(self)
-        self._wake = self._writer.wake
         self._wake_at = max(1, min(max_pending // 2, 4096))
-        self._writer.open_first()
-        self._writer.start()
+        self._link = Link(self)
+        self._wake = self._link.wake
         self._exits = exits.install(self, sigterm=handle_sigterm)
 
     # -- the training thread's side ------------------------------------------------------
@@ -124,21 +136,22 @@ class StepMeter:
         current.loss = loss
         current.scalars = scalars or None
         current._called = called
+        current._timed = count % self._event_every == 0
         return current
 
     def log(self, step: int, **scalars: Any) -> None:
         """Record named scalars for a step outside a `with meter.step()` (eval loss, lr…)."""
         if len(self._queue) < self._cap:  # bounded like steps; after close(), ignored
-            self._queue.append(Control("log", step=step, scalars=scalars))
+            self._queue.append(Control(("log", step, scalars)))
 
     # -- flushing and ending ---------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything recorded so far is in the ledger; False on timeout."""
-        if not self._writer.is_alive():
+        if not self._link.is_alive():
             return False
         done = threading.Event()
-        self._queue.append(Control("flush", done=done))
+        self._queue.append(self._link.flush_token(done))
         self._wake.set()
         return done.wait(self.close_timeout if timeout is None else timeout)
 
@@ -157,15 +170,21 @@ class StepMeter:
             if fate is None and not self._failed:
                 fate = "finished"
             if fate is not None:
-                self._queue.append(Control("fate", fate=FateChange(fate, reason, ended=True)))
-            writer = self._writer
-            writer.deadline = time.monotonic() + self.close_timeout
-            writer.closing.set()
-            writer.wake.set()
+                self._queue.append(Control(_fate(fate, reason, ended=True)))
+            self._link.closing = True
+            self._link.wake.set()
         # A second close (SIGTERM arriving while atexit closes) waits for the first one's.
-        self._writer.join(self.close_timeout + 1.0)
+        # The writer gives up at close_timeout itself and says so; this is its margin.
+        done = self._link.join(self.close_timeout + 2.0)
         if first:
             self._exits.uninstall()
+            if not done:
+                log.warning(
+                    "ledger.hook: the writer of run %r did not finish within %.0f s; "
+                    "closing without it",
+                    self.run,
+                    self.close_timeout,
+                )
 
     @property
     def closed(self) -> bool:
@@ -173,12 +192,18 @@ class StepMeter:
 
     @property
     def dropped(self) -> int:
-        """Steps dropped because the writer was behind (or the ledger refused them)."""
-        return self._dropped + self._writer.lost
+        """Steps not recorded: dropped while the writer was behind, refused by the ledger,
+        or still unwritten when close() gave up."""
+        return self._dropped + self._link.unsent + self._link.lost
+
+    @property
+    def bad_values(self) -> int:
+        """Values stored as missing or as a float because their column could not hold them."""
+        return self._link.bad_values
 
     @property
     def rows_written(self) -> int:
-        return self._writer.rows_written
+        return self._link.rows_written
 
     def __enter__(self) -> StepMeter:
         return self
@@ -202,13 +227,13 @@ class StepMeter:
         if fate is None:
             return
         self._failed = True
-        self._queue.append(Control("fate", fate=FateChange(*fate, ended=True)))
+        self._queue.append(Control(_fate(*fate, ended=True)))
         self.flush()
 
     def _recovered(self) -> None:
         """A step succeeded after one failed: the script caught the exception and trains on."""
         self._failed = False
-        self._queue.append(Control("fate", fate=FateChange("running", None, ended=False)))
+        self._queue.append(Control(_fate("running", None, ended=False)))
 
     def _memory(self) -> tuple[float, float, float] | None:
         return torch_side.cuda_memory_mib(self._torch)
@@ -221,7 +246,17 @@ class MeteredStep:
     (the meter refills the same object for its next step).
     """
 
-    __slots__ = ("_called", "_ev0", "_meter", "_t0", "loss", "scalars", "step", "tokens")
+    __slots__ = (
+        "_called",
+        "_ev0",
+        "_meter",
+        "_t0",
+        "_timed",
+        "loss",
+        "scalars",
+        "step",
+        "tokens",
+    )
 
     def __init__(self, meter: StepMeter) -> None:
         self._meter = meter
@@ -231,6 +266,7 @@ class MeteredStep:
         self.scalars: dict[str, Any] | None = None
         self._called = self._t0 = 0
         self._ev0: Any = None
+        self._timed = False
 
     def set(self, *, tokens: Any = None, loss: Any = None, **scalars: Any) -> None:
         """Give values found during the step (the loss it computed, its tokens, grad norm…)."""
@@ -246,8 +282,7 @@ class MeteredStep:
 
     def __enter__(self) -> MeteredStep:
         events = self._meter._events
-        if events is not None:
-            self._ev0 = events.recorded()
+        self._ev0 = events.recorded() if events is not None and self._timed else None
         self._t0 = _now()
         return self
 
@@ -257,7 +292,8 @@ class MeteredStep:
         events = meter._events
         end_event = memory = None
         if events is not None:
-            end_event = events.recorded()
+            if self._ev0 is not None:
+                end_event = events.recorded()
             if self.step % meter._memory_every == 0:
                 memory = meter._memory()
         queue = meter._queue
@@ -304,6 +340,10 @@ def fate_of(exc_type: type[BaseException], exc: BaseException | None) -> tuple[s
     else:
         fate = "crashed"
     return fate, reason[:REASON_CHARS]
+
+
+def _fate(fate: str, reason: str | None, *, ended: bool) -> tuple[str, str, str | None, bool]:
+    return ("fate", fate, reason, ended)
 
 
 def _script_name() -> str:

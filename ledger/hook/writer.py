@@ -1,264 +1,296 @@
-"""The hook's background writer: one thread per StepMeter that turns queued steps into rows.
+"""The hook's writer process: `python -m ledger.hook.writer`, one per StepMeter, started by
+ledger.hook.link with the trainer's interpreter, fed resolved steps through a pipe.
 
 It owns everything slow: opening the ledger (creating it when this rank is the first),
-waiting for CUDA events, reading tensors, and writing batches, each in one transaction, at
-least every `flush_interval / 2`. When the database is locked or unreachable it retries
-with backoff, here and never on the training thread; meanwhile the training thread's
-bounded queue drops, and counts, what does not fit.
+writing batches, each in one transaction, at least every `flush_interval / 2`, the
+run's configuration once, NVML samples every `gpu_every` seconds. When the database is
+locked, full or unreachable it retries with backoff, buffering at most `max_pending`
+steps (more are dropped and counted). It ends when the trainer says "close", or when the
+pipe closes without one: the trainer died (kill -9, a segfault) and the run's fate
+becomes `killed` at once. Either way it gives up `close_timeout` seconds later, saying
+how many steps it could not store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import math
-import socket
+import os
+import signal
 import sys
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError, StorageError
-from ledger.hook import torch_side
+from ledger.hook import gpu, runinfo, wire
 from ledger.model.records import FateChange
 
 if TYPE_CHECKING:
-    from ledger.hook.meter import StepMeter
     from ledger.store import Ledger
 
-log = logging.getLogger("ledger.hook")
-
-# Rows per transaction, and per slice of Python work between two yields of the GIL.
-BATCH_MAX = 10_000
-SLICE = 256
+BATCH_MAX = 10_000  # rows per transaction
 MAX_BACKOFF_S = 5.0
+BUSY_TIMEOUT_S = 5.0  # a SQLite lock held by another process: wait this long, then retry
+CONNECT_TIMEOUT_S = 3.0  # a PostgreSQL server that does not answer
+GRACE_S = 2.0  # past the deadline, the process ends even if a call never returns
+KILLED_REASON = "the training process ended without closing its meter (SIGKILL or a crash)"
 
 
-@dataclass
-class Control:
-    """Something other than a step, queued in order with the steps around it."""
+class Writer:
+    """Turns what the pipe brings into transactions; `run()` returns when done."""
 
-    kind: str  # "fate", "log" or "flush"
-    fate: FateChange | None = None
-    step: int | None = None
-    scalars: dict[str, Any] | None = None
-    done: threading.Event | None = None
-
-
-class Writer(threading.Thread):
-    """Drains one meter's queue into the ledger; started by the meter, stopped by close()."""
-
-    def __init__(self, meter: StepMeter) -> None:
-        super().__init__(name=f"ledger-hook-writer[{meter.run}]", daemon=True)
-        self.meter = meter
+    def __init__(self, hello: dict[str, Any], replies: int) -> None:
+        self.hello = hello
+        self.run_name = str(hello["run"])
+        self.flush_interval = float(hello["flush_interval"])
+        self.close_timeout = float(hello["close_timeout"])
+        self.max_pending = int(hello["max_pending"])
+        self.gpu_every = float(hello.get("gpu_every") or 0)
         self.wake = threading.Event()
-        self.closing = threading.Event()
-        self.deadline = math.inf
+        self.closing = False
+        self.deadline = float("inf")
+        self.inbox: deque[Any] = deque()
         self.rows_written = 0
-        self.lost = 0  # steps this thread could not store (a batch the database refused)
+        self.lost = 0  # steps not stored: buffer overflow, refused, or given up on
+        self.bad_values = 0  # as the store counted them
+        self._failures = 0  # values the trainer could not read as numbers
+        self._next_write = 0.0
+        self.trainer_dropped = 0  # as the trainer last said
+        self.overflow = 0
+        self._replies = replies
+        self._reply_lock = threading.Lock()
         self._ledger: Ledger | None = None
-        self._opened: bool | None = None  # None: not tried yet, or worth trying again
         self._run_id: int | None = None
-        self._rank: int | None = None
-        self._resolver = torch_side.Resolver(meter._torch)
-        self._pending: deque[Any] = deque()  # taken from the queue, not yet resolved
-        self._rows: list[dict[str, Any]] = []  # resolved, not yet written
+        self._rows: list[dict[str, Any]] = []
         self._metrics: list[tuple[int, int, str, Any]] = []
         self._fates: list[FateChange] = []
-        self._dones: list[threading.Event] = []
-        self._costs: Counter[int] = Counter()  # caller-side cost per step, 10 ns buckets
-        self._costs_seen = 0
-        self._cost_stored = 0  # samples behind the cost last stored
+        self._tokens: list[int] = []
+        self._costs: Counter[int] = Counter()
+        self._costs_seen = self._cost_stored = 0
         self._dropped_stored = 0
+        self._dynamo: dict[str, int] | None = None
         self._dynamo_stored: dict[str, int] = {}
+        self._config = runinfo.process_config(list(hello["argv"]), str(hello["cwd"]))
+        self._torch_config: dict[str, str] | None = None
+        self._config_written = False
+        self._device: int | None = None
+        self._rank: int | None = None
+        self._last_step: int | None = None
+        self._gpus: list[dict[str, Any]] = []
+        self._sampler: gpu.Sampler | None = None
+        self._sample_at = 0.0
         self._backoff = 0.0
         self._warned: set[str] = set()
 
-    # -- the loop ------------------------------------------------------------------------
+    # -- the pipe's side (a thread of its own) -------------------------------------------
 
-    def open_first(self) -> None:
-        """One attempt to open the ledger, on the thread that makes the meter.
+    def take(self, reader: wire.Reader) -> None:
+        """Read frames until the trainer closes the pipe; keep steps within max_pending."""
+        try:
+            while True:
+                frame = reader.read()
+                if frame is None:
+                    break
+                for item in frame:
+                    self._arrived(item)
+                self.wake.set()
+        except Exception as exc:  # a frame that does not decode: treat as the end
+            self.warn("pipe", "ledger.hook: the trainer's pipe broke (%s)", exc)
+        if not self.closing:
+            self.inbox.append(("fate", "killed", KILLED_REASON, True))
+            self._close_now()
+        self.wake.set()
 
-        Opening imports SQLAlchemy and may create the schema with Alembic: pure Python that
-        holds the GIL for a second or so. Done here, before the training loop starts, it
-        costs the script's start-up once; done on this thread later, it would compete with
-        the first training steps for the GIL. When it fails, `run` keeps retrying.
-        """
-        self._opened = self._try_open()
+    def _arrived(self, item: Any) -> None:
+        if type(item) is dict:
+            if len(self.inbox) >= self.max_pending:
+                self.overflow += 1
+                self.lost += 1
+            else:
+                self.inbox.append(item)
+            return
+        kind = item[0]
+        if kind == "meta":
+            _, dropped, costs, dynamo, device, failures = item
+            self.trainer_dropped = dropped
+            for cost in costs:
+                self._costs[cost // 10] += 1
+                self._costs_seen += 1
+            if dynamo:
+                self._dynamo = dynamo
+            if device is not None:
+                self._device = device
+            self._failures = failures
+        elif kind == "config":
+            self._torch_config = item[1]
+        elif kind == "close":
+            self._close_now()
+        else:  # fate, log, flush: in order with the steps
+            self.inbox.append(item)
+
+    def _close_now(self) -> None:
+        if not self.closing:
+            self.deadline = time.monotonic() + self.close_timeout
+            self.closing = True
+            threading.Thread(target=self._watchdog, daemon=True).start()
+
+    def _watchdog(self) -> None:
+        """Past the deadline (and a grace), end even if a database call never returns."""
+        time.sleep(max(0.0, self.deadline - time.monotonic()) + GRACE_S)
+        unwritten = len(self._rows) + sum(type(i) is dict for i in list(self.inbox))
+        self.warn(
+            "gave-up",
+            "ledger.hook: gave up on %d steps of run %r: the ledger stayed unwritable",
+            unwritten,
+            self.run_name,
+        )
+        self.lost += unwritten
+        self.reply(("closed", self.rows_written, self.lost, self.values_lost()))
+        os._exit(0)
+
+    # -- the main thread -----------------------------------------------------------------
 
     def run(self) -> None:
         try:
-            opened = self._opened if self._opened is not None else self._open_with_retry()
-            if opened:
+            if self._open_with_retry():
                 self._write_until_closed()
             else:
                 self._discard_until_closed()
-        except Exception:
-            log.exception("ledger.hook: the writer stopped; later steps are not recorded")
+        except Exception as exc:
+            self.warn("stopped", "ledger.hook: the writer stopped (%r); later steps are lost", exc)
+            self.lost += len(self._rows) + sum(type(i) is dict for i in self.inbox)
         finally:
-            self._release_waiters()
+            if self._sampler is not None:
+                self._sampler.stop()
+            self.reply(("closed", self.rows_written, self.lost, self.values_lost()))
             if self._ledger is not None:
                 self._ledger.close()
 
     def _write_until_closed(self) -> None:
-        period = self.meter.flush_interval / 2
+        period = self.flush_interval / 2
         while True:
-            closing = self.closing.is_set()
+            closing = self.closing
             self._cycle(force=closing)
-            if closing and self._idle():
+            if closing and not self._busy():
                 return
             if closing and time.monotonic() > self.deadline:
-                unwritten = len(self._rows) + sum(type(i) is tuple for i in self._pending)
-                unwritten += len(self.meter._queue)
-                log.warning(
+                unwritten = len(self._rows) + sum(type(i) is dict for i in self.inbox)
+                self.lost += unwritten
+                self.warn(
+                    "gave-up",
                     "ledger.hook: gave up on %d steps of run %r: the ledger stayed unwritable",
                     unwritten,
-                    self.meter.run,
+                    self.run_name,
                 )
                 return
-            self.wake.wait(self._backoff or period)
+            wait = max(0.0, self._next_write - time.monotonic()) if self._rows else period
+            self.wake.wait(self._backoff or (0.05 if closing else min(wait, period) or period))
             self.wake.clear()
 
-    def _idle(self) -> bool:
-        return not (self.meter._queue or self._pending or self._rows or self._fates)
+    def _busy(self) -> bool:
+        return bool(self.inbox or self._rows or self._fates or self._metrics or self._tokens)
 
     def _cycle(self, *, force: bool) -> None:
         while True:
-            self._take()
-            flushing = force or any(type(i) is Control and i.done for i in self._pending)
-            self._resolve(force=flushing)
-            dropped = self.meter._dropped + self.lost != self._dropped_stored
-            if not (self._rows or self._metrics or self._fates or self._dones or dropped):
+            flushing = self._take() or force
+            self._sample_gpu()
+            due = self._rows or self._metrics or self._fates or self._tokens or self._gpus
+            dropped = self.trainer_dropped + self.overflow != self._dropped_stored
+            if not (due or dropped or (force and self._cost_due(True) is not None)):
                 return
+            now = time.monotonic()
+            if not flushing and len(self._rows) < BATCH_MAX and now < self._next_write:
+                return
+            self._next_write = now + self.flush_interval / 2
             if not self._send(closing=force):
                 return
-            if not self.meter._queue and not self._pending:
+            if not self.inbox:
                 return
 
-    def _take(self) -> None:
-        queue = self.meter._queue
-        room = BATCH_MAX - len(self._pending) - len(self._rows)
-        while room > 0:
-            try:
-                self._pending.append(queue.popleft())
-            except IndexError:
-                return
-            room -= 1
-
-    # -- turning queued items into rows ------------------------------------------------
-
-    def _resolve(self, *, force: bool) -> None:
-        pending = self._pending
-        wall, anchor = time.time(), time.perf_counter_ns()
-        done = 0
-        while pending:
-            item = pending[0]
-            if type(item) is tuple:
-                end_event = item[7]
-                if end_event is not None and not force and not end_event.query():
-                    return  # the GPU has not got there yet; later steps are behind it
-                self._rows.append(self._row(item, self._rank_now(), wall, anchor, force))
-            else:
-                self._control(item)
-            pending.popleft()
-            done += 1
-            if done % SLICE == 0:
-                time.sleep(0)  # hand the GIL to the training thread if it is waiting
-
-    def _row(
-        self, item: tuple[Any, ...], rank: int, wall: float, anchor: int, force: bool
-    ) -> dict[str, Any]:
-        step, t0, t1, tokens, loss, scalars, start_event, end_event, memory = item
-        host_s = (t1 - t0) / 1e9
-        gpu_s = None
-        if end_event is not None:
-            if force:
-                end_event.synchronize()
-            gpu_s = start_event.elapsed_time(end_event) / 1000.0
-            events = self.meter._events
-            assert events is not None  # CUDA events come only from the meter's pool
-            events.give(start_event, end_event)
-        number = self._resolver.number
-        tokens = number(tokens, end_event)
-        row: dict[str, Any] = {
-            "step": step,
-            "rank": rank,
-            "wall_time": wall - (anchor - t1) / 1e9,
-            "step_time_s": host_s,
-            "gpu_time_s": gpu_s,
-            "tokens": tokens,
-            "throughput": tokens / host_s if tokens and host_s > 0 else None,
-            "loss": number(loss, end_event),
-        }
-        if memory is not None:
-            allocated, peak, reserved = memory
-            row["memory_allocated_mib"] = allocated
-            row["memory_reserved_mib"] = reserved
-            row["memory_max_allocated_mib"] = peak
-        if scalars:
-            for name, value in scalars.items():
-                if name not in row:
-                    row[name] = number(value, end_event)
-        return row
-
-    def _control(self, item: Control) -> None:
-        if item.kind == "fate" and item.fate is not None:
-            self._fates.append(item.fate)
-        elif item.kind == "log" and item.scalars:
-            rank = self._rank_now()
-            for name, value in item.scalars.items():
-                number = self._resolver.number(value)
-                if number is not None:
-                    self._metrics.append((rank, int(item.step or 0), name, number))
-        if item.done is not None:
-            self._dones.append(item.done)
-
-    def _rank_now(self) -> int:
-        # Decided at the first step or log written, not at construction: a script may
-        # build its meter before torch.distributed.init_process_group.
-        if self._rank is None:
-            explicit = self.meter._rank
-            self._rank = explicit if explicit is not None else torch_side.detect_rank()
-        return self._rank
-
-    # -- writing -------------------------------------------------------------------------
+    def _take(self) -> bool:
+        """Move items from the inbox into the batch; True when one asks for a write now."""
+        inbox = self.inbox
+        urgent = False
+        while inbox and len(self._rows) < BATCH_MAX:
+            item = inbox.popleft()
+            if type(item) is dict:
+                self._rows.append(item)
+                self._rank = item["rank"] if self._rank is None else self._rank
+                self._last_step = item["step"]
+                continue
+            kind = item[0]
+            if kind == "fate":
+                self._fates.append(FateChange(item[1], item[2], ended=item[3]))
+                urgent = True
+            elif kind == "log":
+                _, rank, step, values = item
+                self._rank = rank if self._rank is None else self._rank
+                for name, value in values.items():
+                    if value is not None:
+                        self._metrics.append((rank, step, name, value))
+            elif kind == "flush":
+                self._tokens.append(item[1])
+                urgent = True
+        return urgent
 
     def _send(self, *, closing: bool) -> bool:
-        """Write what is resolved in one transaction; False when it must be retried later."""
+        """Write the batch in one transaction; False when it must be retried later."""
         assert self._ledger is not None and self._run_id is not None
-        dropped = self.meter._dropped + self.lost - self._dropped_stored
+        dropped = self.trainer_dropped + self.overflow - self._dropped_stored
         cost = self._cost_due(closing or any(f.ended for f in self._fates))
         metrics = self._metrics + self._dynamo_metrics()
+        config = None
+        if not self._config_written:
+            config = dict(self._config)
+            config.update(self._torch_config or {})
         try:
-            self._ledger.write_meter_batch(
+            report = self._ledger.write_meter_batch(
                 self._run_id,
                 self._rows,
                 metrics=metrics,
                 dropped=dropped,
                 cost_us=cost,
                 fates=self._fates,
+                config=config,
+                gpus=self._gpus,
             )
         except Exception as exc:
             if _transient(exc):
                 self._backoff = min(max(0.05, self._backoff * 2), MAX_BACKOFF_S)
-                self._warn_once("retry", "ledger.hook: writing steps failed (%s); retrying", exc)
+                self.warn("retry", "ledger.hook: writing steps failed (%s); retrying", exc)
                 return False
-            self._warn_once(
+            self.warn(
                 "refused", "ledger.hook: the ledger refused %d steps (%s)", len(self._rows), exc
             )
             self.lost += len(self._rows)
         else:
-            self.rows_written += len(self._rows)
+            self.rows_written += report.steps
+            self.lost += report.bad_rows
+            self.bad_values += report.bad_values
+            if report.problems:
+                self.warn(
+                    "values",
+                    "ledger.hook: some values of run %r could not be stored as given (%s); "
+                    "each is stored as missing or as a float and counted, the rest is kept",
+                    self.run_name,
+                    "; ".join(report.problems[:3]),
+                )
             self._dropped_stored += dropped
             if cost is not None:
                 self._cost_stored = self._costs_seen
+            if config is not None:
+                self._config_written = True
             self._note_dynamo(metrics)
         self._backoff = 0.0
-        self._rows, self._metrics, self._fates = [], [], []
-        for done in self._dones:
-            done.set()
-        self._dones = []
+        self._rows, self._metrics, self._fates, self._gpus = [], [], [], []
+        for token in self._tokens:
+            self.reply(("done", self.rows_written, self.lost, self.values_lost(), token))
+        if not self._tokens:
+            self.reply(("stats", self.rows_written, self.lost, self.values_lost()))
+        self._tokens = []
         return True
 
     def _cost_due(self, ending: bool) -> float | None:
@@ -267,10 +299,6 @@ class Writer(threading.Thread):
         Stored only then: the run keeps the largest value any rank stored, so an early
         figure from a handful of cold first steps must not get there first.
         """
-        samples = self.meter._costs
-        while samples:
-            self._costs[samples.popleft() // 10] += 1
-            self._costs_seen += 1
         if not ending or self._costs_seen == self._cost_stored:
             return None
         half, total = self._costs_seen / 2, 0
@@ -282,12 +310,14 @@ class Writer(threading.Thread):
 
     def _dynamo_metrics(self) -> list[tuple[int, int, str, Any]]:
         """Dynamo's counters on the newest step of the batch, when they changed."""
-        if not self._rows:
+        counters = self._dynamo
+        if not self._rows or not counters:
             return []
-        counters = torch_side.dynamo_counters()
-        if not counters:
+        # The newest step that can be a key (a step number past 64 bits is not stored).
+        keyed = [r for r in self._rows[-16:] if isinstance(r["step"], int) and _int64(r["step"])]
+        if not keyed:
             return []
-        newest = self._rows[-1]
+        newest = keyed[-1]
         return [
             (newest["rank"], newest["step"], name, value)
             for name, value in counters.items()
@@ -299,6 +329,30 @@ class Writer(threading.Thread):
             if name.startswith("dynamo_"):
                 self._dynamo_stored[name] = value
 
+    def _sample_gpu(self) -> None:
+        if not self.gpu_every or self._run_id is None:
+            return
+        now = time.monotonic()
+        if now < self._sample_at:
+            return
+        self._sample_at = now + self.gpu_every
+        if self._sampler is None:
+            self._sampler = gpu.Sampler()
+            why = self._sampler.start()
+            if why is not None:
+                self.gpu_every = 0.0
+                level = "warn" if self._device is not None else "info"
+                self.reply((level, f"ledger.hook: no GPU samples for run {self.run_name!r}: {why}"))
+                return
+        device = self._device
+        if device is None:
+            local = os.environ.get("LOCAL_RANK", "")
+            device = int(local) if local.isdigit() else 0
+        rank = self._rank if self._rank is not None else _env_rank()
+        row = self._sampler.sample(device, rank=rank, step=self._last_step)
+        if row is not None:
+            self._gpus.append(row)
+
     # -- opening, and what to do when it cannot ------------------------------------------
 
     def _open_with_retry(self) -> bool:
@@ -307,7 +361,13 @@ class Writer(threading.Thread):
             opened = self._try_open()
             if opened is not None:
                 return opened
-            if self.closing.is_set() and time.monotonic() > self.deadline:
+            if self.closing and time.monotonic() > self.deadline:
+                # The steps still here are counted as they are discarded.
+                self.warn(
+                    "gave-up",
+                    "ledger.hook: gave up on run %r: the ledger could not be opened",
+                    self.run_name,
+                )
                 return False
             self.wake.wait(backoff)
             self.wake.clear()
@@ -317,21 +377,28 @@ class Writer(threading.Thread):
         """Open the ledger and start the run: True done, False hopeless, None try again."""
         from ledger.store import Ledger
 
-        meter = self.meter
+        hello = self.hello
         try:
-            self._ledger = Ledger.open(meter.db, create=True, investigation=meter.investigation)
+            self._ledger = Ledger.open(
+                hello["db"],
+                create=True,
+                investigation=hello["investigation"],
+                busy_timeout=BUSY_TIMEOUT_S,
+                connect_timeout=CONNECT_TIMEOUT_S,
+            )
             started = self._ledger.start_metered_run(
-                meter.run,
-                host=socket.gethostname(),
-                command=" ".join(sys.argv) or None,
-                launched_at=meter.created_at,
+                self.run_name,
+                host=self._config["host"],
+                command=self._config["command"] or None,
+                launched_at=datetime.fromtimestamp(float(hello["created_at"]), UTC),
             )
             self._run_id = started.id
             if started.earlier_steps:
-                log.warning(
+                self.warn(
+                    "earlier",
                     "ledger.hook: run %r already holds steps of an earlier launch; a step "
                     "number recorded before keeps its first row (name each launch anew)",
-                    meter.run,
+                    self.run_name,
                 )
             return True
         except Exception as exc:
@@ -339,47 +406,93 @@ class Writer(threading.Thread):
                 self._ledger.close()
                 self._ledger = None
             if not _transient(exc) and not isinstance(exc, StorageError):
-                log.warning(
+                self.warn(
+                    "hopeless",
                     "ledger.hook: cannot record run %r (%s); training goes on unrecorded",
-                    meter.run,
+                    self.run_name,
                     exc,
                 )
                 return False
-            self._warn_once("open", "ledger.hook: cannot open the ledger (%s); retrying", exc)
+            self.warn("open", "ledger.hook: cannot open the ledger (%s); retrying", exc)
             return None
 
     def _discard_until_closed(self) -> None:
-        """The ledger cannot be used at all: keep the queue empty and the waiters answered."""
+        """The ledger cannot be used at all: keep the inbox empty and the waiters answered."""
         while True:
-            while self.meter._queue:
-                item = self.meter._queue.popleft()
-                if type(item) is tuple:
+            while self.inbox:
+                item = self.inbox.popleft()
+                if type(item) is dict:
                     self.lost += 1
-                elif item.done is not None:
-                    item.done.set()
-            if self.closing.is_set():
+                elif item[0] == "flush":
+                    self.reply(("done", self.rows_written, self.lost, self.values_lost(), item[1]))
+            if self.closing:
                 return
-            self.wake.wait(self.meter.flush_interval)
+            self.wake.wait(self.flush_interval)
             self.wake.clear()
 
-    def _release_waiters(self) -> None:
-        for done in self._dones:
-            done.set()
-        for item in list(self._pending) + list(self.meter._queue):
-            if type(item) is Control and item.done is not None:
-                item.done.set()
+    # -- talking back ----------------------------------------------------------------------
 
-    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+    def values_lost(self) -> int:
+        return self.bad_values + self._failures
+
+    def reply(self, message: tuple[Any, ...]) -> None:
+        # OSError: the trainer is gone, nobody to tell.
+        with self._reply_lock, contextlib.suppress(OSError):
+            wire.send(self._replies, [message])
+
+    def warn(self, key: str, message: str, *args: Any) -> None:
+        """Said once per kind, in the trainer's log (its `ledger.hook` logger)."""
         if key not in self._warned:
             self._warned.add(key)
-            log.warning(message, *args)
+            self.reply(("warn", message % args))
+
+
+def _int64(value: int) -> bool:
+    return -(1 << 63) <= value < (1 << 63)
+
+
+def _env_rank() -> int:
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def _transient(exc: BaseException) -> bool:
-    """Errors worth retrying: a locked SQLite file, a PostgreSQL server gone for a while."""
+    """Errors worth retrying: a locked or full SQLite file, a PostgreSQL server away."""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
     cause = exc.__cause__ if isinstance(exc, LedgerError) and exc.__cause__ else exc
     if isinstance(cause, OperationalError | InterfaceError):
         return True
     return isinstance(cause, DBAPIError) and bool(cause.connection_invalidated)
+
+
+def main() -> int:
+    # Our own session already keeps Ctrl-C away; a SIGTERM sent to us directly means
+    # "finish now": write what is here, within a short deadline.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    replies = os.dup(1)
+    os.dup2(2, 1)  # a stray print must not land in the replies
+    sys.stdout = sys.stderr
+    logging.basicConfig(level=logging.WARNING)
+    reader = wire.Reader(0)
+    first = reader.read()
+    if not first or first[0][0] != "hello":
+        return 2
+    writer = Writer(first[0][1], replies)
+
+    def on_term(signum: int, frame: Any) -> None:
+        writer.close_timeout = min(writer.close_timeout, GRACE_S)
+        writer._close_now()
+        writer.wake.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    threading.Thread(target=writer.take, args=(reader,), daemon=True).start()
+    writer.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

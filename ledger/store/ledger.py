@@ -573,12 +573,15 @@ class Ledger:
         dropped: int = 0,
         cost_us: float | None = None,
         fates: Sequence[FateChange] = (),
+        config: Mapping[str, str] | None = None,
+        gpus: Sequence[Mapping[str, Any]] = (),
     ) -> StepWrite:
-        """One transaction of a StepMeter's writer: steps, metrics, drop count, cost, fates."""
+        """One transaction of a StepMeter's writer: steps, metrics, drop count, cost, the
+        run's configuration, GPU samples, fates."""
         with self._write() as (s, _):
             return meter.write_batch(
                 s.connection(), run_id, rows, metrics=metrics, dropped=dropped,
-                cost_us=cost_us, fates=fates,
+                cost_us=cost_us, fates=fates, config=config, gpus=gpus,
             )  # fmt: skip
 
     def meter_summary(self, run: str) -> records.MeterSummary:
