@@ -1,4 +1,5 @@
-"""Small helpers for tests: run the CLI in-process and read its output."""
+"""Small helpers for tests: run the CLI in-process and read its output; read a database's
+rows with plain SQL."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from typing import Any
 
 from click.testing import CliRunner, Result
+from sqlalchemy import create_engine, text
 
 from ledger.cli import cli
 
@@ -25,3 +27,13 @@ def run_json(*args: str) -> Any:
 def _json_before_dashdash(args: tuple[str, ...]) -> list[str]:
     i = args.index("--")
     return [*args[:i], "--json", *args[i:]]
+
+
+def db_rows(db_url: str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of `sql` on the database at `db_url`, as tuples (an engine of its own)."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()

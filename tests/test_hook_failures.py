@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
 import ledger
 from ledger.config import sqlite_path
@@ -28,15 +27,6 @@ BIG = 1 << 63  # one past int64: half of all torch.initial_seed() values are at 
 
 def _worker(db: str, run: str, *args: str) -> list[str]:
     return [sys.executable, str(WORKER), "--db", db, "--run", run, *args]
-
-
-def _rows(db_url: str, sql: str) -> list[tuple[object, ...]]:
-    engine = create_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def _hook_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

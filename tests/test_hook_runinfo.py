@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from helpers import db_rows
 
 import ledger
 from ledger.hook import StepMeter
@@ -33,15 +33,6 @@ def nvmlDeviceGetMaxClockInfo(h, kind): return 1980
 def nvmlDeviceGetTemperature(h, sensor): raise RuntimeError("no sensor")
 def nvmlDeviceGetCurrentClocksEventReasons(h): return 0x4 | 0x40
 """
-
-
-def _rows(db_url: str, sql: str) -> list[tuple[object, ...]]:
-    engine = create_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def _short_run(db_url: str, name: str, seconds: float = 0.0, **kwargs: object) -> StepMeter:
@@ -81,7 +72,7 @@ def test_the_run_configuration_is_recorded_once_and_redacted(
     monkeypatch.setattr(sys, "argv", ["train.py", "--hf-token", "hf_abcdefghijklmnopqrstuv1234"])
     _short_run(db_url, "configured")
     _short_run(db_url, "configured")  # a second launch adds nothing twice
-    rows = _rows(db_url, "SELECT key, value, source FROM run_config")
+    rows = db_rows(db_url, "SELECT key, value, source FROM run_config")
     config = {k: v for k, v, _ in rows}
     assert {s for _, _, s in rows} == {"hook"} and len(rows) == len(config)
     import torch
@@ -104,7 +95,7 @@ def test_without_nvml_nothing_is_sampled_and_it_is_said_once(
         _short_run(db_url, "no_nvml", gpu_every=0.05, flush_interval=0.2)
     said = [r.getMessage() for r in caplog.records if "no GPU samples" in r.getMessage()]
     assert len(said) == 1 and "nvidia-ml-py" in said[0]
-    assert _rows(db_url, "SELECT COUNT(*) FROM gpu_sample") == [(0,)]
+    assert db_rows(db_url, "SELECT COUNT(*) FROM gpu_sample") == [(0,)]
     with ledger.open(db_url) as lg:
         assert lg.meter_summary("no_nvml").steps >= 5
 
@@ -116,7 +107,7 @@ def test_a_stand_in_nvml_is_sampled_into_the_run(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("LOCAL_RANK", "1")
     _short_run(db_url, "sampled", seconds=3.0, gpu_every=0.1, flush_interval=0.2)
-    rows = _rows(
+    rows = db_rows(
         db_url,
         "SELECT g.gpu_index, g.name, g.memory_used_mib, g.memory_total_mib, g.utilization_pct,"
         " g.power_w, g.power_limit_w, g.sm_clock_mhz, g.max_sm_clock_mhz, g.temperature_c,"

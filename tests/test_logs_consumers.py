@@ -11,19 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers import run_cli
-from sqlalchemy import create_engine, text
+from helpers import db_rows, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
-
-
-def _rows(db_url: str, sql: str) -> list[tuple[Any, ...]]:
-    engine = create_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def test_ingest_stores_unread_lines_and_reports_them(lg: Any, db_url: str, tmp_path: Path) -> None:
@@ -33,7 +23,7 @@ def test_ingest_stores_unread_lines_and_reports_them(lg: Any, db_url: str, tmp_p
     assert result.unread_lines == 4 and result.summary["unread_lines"] == 4
     assert [u["line"] for u in result.summary["unread"]] == [4, 5, 6, 7]
     assert len(lg.steps_frame("huge")) == 6  # the rest of the log is stored
-    assert _rows(db_url, "SELECT unread_lines FROM log_file") == [(4,)]
+    assert db_rows(db_url, "SELECT unread_lines FROM log_file") == [(4,)]
     clean = tmp_path / "train_clean.log"
     shutil.copy(FIXTURES / "torchtitan_running.log", clean)
     assert lg.ingest(clean).unread_lines == 0
@@ -45,7 +35,7 @@ def test_events_carry_the_step_before_them(lg: Any, db_url: str, tmp_path: Path)
     lg.ingest(log)
     events = lg.log_events("rec")
     assert [(e["kind"], e["step"]) for e in events] == [("recompile", 1), ("graph_break", 2)]
-    assert _rows(db_url, "SELECT kind, step FROM log_event ORDER BY line") == [
+    assert db_rows(db_url, "SELECT kind, step FROM log_event ORDER BY line") == [
         ("recompile", 1),
         ("graph_break", 2),
     ]
@@ -58,7 +48,7 @@ def test_config_items_go_to_run_config(lg: Any, db_url: str, tmp_path: Path) -> 
     assert result.config >= 10
     stored = dict(
         (key, value)
-        for key, value, source in _rows(db_url, "SELECT key, value, source FROM run_config")
+        for key, value, source in db_rows(db_url, "SELECT key, value, source FROM run_config")
         if source == "log"
     )
     assert stored["torch"] == "2.5.1+cu124" and stored["arg.token_budget"] == "49152"
@@ -66,7 +56,7 @@ def test_config_items_go_to_run_config(lg: Any, db_url: str, tmp_path: Path) -> 
     with log.open("a") as f:  # a relaunch with another value: the last one told wins
         f.write("[rank0]: Namespace(lr=0.0001, token_budget=65536)\n")
     lg.ingest(log)
-    again = dict(_rows(db_url, "SELECT key, value FROM run_config WHERE source = 'log'"))
+    again = dict(db_rows(db_url, "SELECT key, value FROM run_config WHERE source = 'log'"))
     assert again["arg.token_budget"] == "65536" and again["torch"] == "2.5.1+cu124"
 
 
@@ -162,7 +152,7 @@ def test_config_items_pass_the_redaction_gate(lg: Any, db_url: str, tmp_path: Pa
         "step 1 | loss 2.0 | tok/s 100\n"
     )
     lg.ingest(log)
-    stored = dict(_rows(db_url, "SELECT key, value FROM run_config WHERE source = 'log'"))
+    stored = dict(db_rows(db_url, "SELECT key, value FROM run_config WHERE source = 'log'"))
     assert stored["arg.lr"] == "0.001"
     everything = " ".join(str(v) for v in stored.values())
     assert token not in everything and "0123456789abcdef0123456789abcdef" not in everything

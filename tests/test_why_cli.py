@@ -7,20 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import run_cli, run_json
-from sqlalchemy import create_engine, text
+from helpers import db_rows, run_cli, run_json
 from why_data import hook_rows
 
 from ledger.store.deploys import split_flags
-
-
-def _rows(db_url: str, sql: str) -> list[tuple[Any, ...]]:
-    engine = create_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def _two_runs(lg: Any) -> None:
@@ -89,14 +79,14 @@ def test_split_flags() -> None:
 def test_a_relaunch_stores_its_flags(lg: Any, db_url: str) -> None:
     lg.ensure_run("r")
     lg.record_deploy("r", "copy", ["scp", "-r", "a", "box:b"], exit_code=0)
-    assert _rows(db_url, "SELECT key FROM run_config") == []  # a copy step is not a launch
+    assert db_rows(db_url, "SELECT key FROM run_config") == []  # a copy step is not a launch
     lg.record_deploy(
         "r", "relaunch",
         ["torchrun", "train.py", "--token-budget", "65536", "--wandb-key", "hunter2hunter2"],
         exit_code=0,
     )  # fmt: skip
     lg.deploy("r", "relaunch", ["true", "--token-budget", "49152", "--compile-drafter"])
-    stored = _rows(db_url, "SELECT key, value, source FROM run_config ORDER BY key")
+    stored = db_rows(db_url, "SELECT key, value, source FROM run_config ORDER BY key")
     # the latest relaunch replaces the earlier one's flags
     assert stored == [
         ("flag.compile-drafter", "true", "deploy"),
@@ -109,7 +99,7 @@ def test_a_secret_flag_value_is_masked(lg: Any, db_url: str) -> None:
     lg.record_deploy(
         "s", "launch", ["python", "t.py", "--api-key", "sk-abcdef0123456789abcdef"], exit_code=0
     )
-    assert _rows(db_url, "SELECT key, value FROM run_config") == [("flag.api-key", "***")]
+    assert db_rows(db_url, "SELECT key, value FROM run_config") == [("flag.api-key", "***")]
 
 
 def test_compare_prints_the_top_finding(lg: Any) -> None:
