@@ -150,27 +150,20 @@ def fetch_labelled(
 def _adbc_sqlite_labelled(
     path: str, columns: Sequence[str], label: str, tail: str, params: tuple[Any, ...]
 ) -> tuple[list[str], np.ndarray]:
-    import adbc_driver_sqlite.dbapi as adbc
     import numpy as np
 
+    table, out = _adbc_read(path, columns, tail, params, label=label)
     width = len(columns)
-    typed = ", ".join(["0.5"] * width + ["''"])
-    body = ", ".join([*(f"nullif({c}, 'NaN')" for c in columns), label])
-    sql = f"SELECT {typed} UNION ALL SELECT * FROM (SELECT {body} {tail})"
-    with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
-        cursor.execute(sql, params)
-        table = cursor.fetch_arrow_table()
-    out = np.empty((table.num_rows - 1, width + 1), dtype=np.float64)
-    for i in range(width):
-        out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
     encoded = table.column(width).slice(1).combine_chunks().dictionary_encode()
     found = [str(x) for x in encoded.dictionary.to_pylist()]
     order = sorted(range(len(found)), key=found.__getitem__)  # SQLite's BINARY order
     position = np.empty(len(found), dtype=np.float64)
     position[order] = np.arange(len(found))
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    out[:, width] = position[codes] if len(found) else codes
-    return [found[i] for i in order], out
+    labelled = np.empty((len(out), width + 1), dtype=np.float64)
+    labelled[:, :width] = out
+    labelled[:, width] = position[codes] if len(found) else codes
+    return [found[i] for i in order], labelled
 
 
 # -- SQLite through ADBC -------------------------------------------------------------------
@@ -185,20 +178,34 @@ def _sqlite_file(conn: Connection) -> str:
 def _adbc_sqlite(
     path: str, columns: Sequence[str], tail: str, params: tuple[Any, ...]
 ) -> np.ndarray:
+    return _adbc_read(path, columns, tail, params)[1]
+
+
+def _adbc_read(
+    path: str,
+    columns: Sequence[str],
+    tail: str,
+    params: tuple[Any, ...],
+    *,
+    label: str | None = None,
+) -> tuple[Any, np.ndarray]:
+    """The Arrow table of `SELECT <columns>[, <label>] <tail>`, and its numeric columns as
+    a float64 array. A leading row of doubles (and '' for the label) fixes each column's
+    type for the driver's guess; it is dropped from both."""
     import adbc_driver_sqlite.dbapi as adbc
     import numpy as np
 
     width = len(columns)
-    typed = ", ".join("0.5" for _ in columns)  # the leading row of doubles, dropped below
-    body = ", ".join(f"nullif({c}, 'NaN')" for c in columns)
-    sql = f"SELECT {typed} UNION ALL SELECT * FROM (SELECT {body} {tail})"
+    typed = ["0.5"] * width + ([] if label is None else ["''"])
+    body = [f"nullif({c}, 'NaN')" for c in columns] + ([] if label is None else [label])
+    sql = f"SELECT {', '.join(typed)} UNION ALL SELECT * FROM (SELECT {', '.join(body)} {tail})"
     with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
         cursor.execute(sql, params)
         table = cursor.fetch_arrow_table()
     out = np.empty((table.num_rows - 1, width), dtype=np.float64)
     for i in range(width):
         out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
-    return out
+    return table, out
 
 
 def _off_main_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -21,7 +21,7 @@ from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolut
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import placeholder, rank_bounds
+from ledger.store.steps import column_counts, placeholder, rank_bounds
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
@@ -95,13 +95,10 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
         params = (run_id, after)
     # one scan: which columns hold something, and whether the steps are 0, 1, 2, … apart
     # from where they start (then they are not read, row by row, at all)
-    *counts, rows, first, last = conn.exec_driver_sql(
-        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)}, count(*), min(step), max(step) "
-        f"{where}",
-        params,
-    ).one()
-    held = tuple(c for c, n in zip(ANALYSED, counts, strict=True) if n)
-    consecutive = low == high and rows and last - first + 1 == rows
+    held, rows, first, last = column_counts(conn, where, params, ANALYSED)
+    consecutive = (
+        low == high and first is not None and last is not None and last - first + 1 == rows
+    )
     bulk = rows >= BULK_ROWS
     names: tuple[str, ...] = held if consecutive else ("step", *held)
     if low != high:
@@ -120,7 +117,10 @@ def step_columns(session: Session, run_id: int, after: int | None = None) -> Ste
     if not consecutive:
         table = fetch_floats(conn, names, f"{where} {order}", params, bulk=bulk)
     column = {name: table[:, i] for i, name in enumerate(names)}
-    step = np.arange(first, last + 1, dtype=np.int64) if consecutive else None
+    # consecutive: the steps are first, first + 1, …, one per row read
+    step = (
+        first + np.arange(len(table), dtype=np.int64) if consecutive and first is not None else None
+    )
     return StepColumns(
         step=step if step is not None else column["step"].astype(np.int64),
         rank=column["rank"].astype(np.int64) if "rank" in column else None,

@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from ledger.model.terms import STEP_COLUMNS
 from ledger.store import columnar
-from ledger.store.steps import placeholder
+from ledger.store.steps import column_counts, placeholder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,7 +60,8 @@ def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    held = _held_columns(conn, run_id)
+    mark = placeholder(conn.dialect.name)
+    held = column_counts(conn, f"FROM step WHERE run_id = {mark}", (run_id,), STEP_COLUMNS)[0]
     steps = steps_frame(conn, run_id, held)
     names, table = _metric_rows(conn, run_id)
     if not len(table):
@@ -84,15 +85,6 @@ def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
         if names[i] not in frame.columns:
             frame[names[i]] = grid[:, i]
     return frame
-
-
-def _held_columns(conn: Connection, run_id: int) -> tuple[str, ...]:
-    mark = placeholder(conn.dialect.name)
-    counts = conn.exec_driver_sql(
-        f"SELECT {', '.join(f'count({c})' for c in STEP_COLUMNS)} FROM step WHERE run_id = {mark}",
-        (run_id,),
-    ).one()
-    return tuple(c for c, n in zip(STEP_COLUMNS, counts, strict=True) if n)
 
 
 def _metric_rows(conn: Connection, run_id: int) -> tuple[list[str], np.ndarray]:

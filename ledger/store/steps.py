@@ -425,6 +425,20 @@ def check_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     return wanted
 
 
+def column_counts(
+    conn: Connection, where: str, params: tuple[Any, ...], columns: Sequence[str]
+) -> tuple[tuple[str, ...], int, int | None, int | None]:
+    """In one scan of the steps `where` selects: which of `columns` hold a value, how many
+    steps there are, the first and the last."""
+    *counts, rows, first, last = conn.exec_driver_sql(
+        f"SELECT {', '.join(f'count({c})' for c in columns)}, count(*), min(step), max(step) "
+        f"{where}",
+        params,
+    ).one()
+    held = tuple(c for c, n in zip(columns, counts, strict=True) if n)
+    return held, int(rows), first, last
+
+
 def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
     mark = placeholder(conn.dialect.name)
     where = f"FROM step WHERE run_id = {mark}"
