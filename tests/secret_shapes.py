@@ -58,6 +58,34 @@ DICT_TOKEN = "FakeLedgerDictReprToken3"
 METRIC_KEY = "abcdFakeLedgerMetricApiKey4"
 CURL_PW = "FakeLedgerCurlPass5"
 
+# Issue-27 families: vendors' prefixes the first list did not name, tools' password options,
+# connection strings, a colour code inside a token, prose, and secrets in code.
+TWILIO = "SKfa4e1ed9e7c3b2a1d0f9e8c7b6a5d4e3"
+SENDGRID = "SG.FakeLedgerSendGrid01.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
+DATABRICKS = "dapif4a3e2d1c0b9a8f7e6d5c4b3a2f1e0d9"
+DIGITALOCEAN = "dop_v1_" + "4f1e2d3c" * 8
+VAULT = "hvs.CAESIFakeLedgerVaultTokenAbCdEfGhIjKl"
+GROQ = "gsk_FakeLedgerGroqKey0123456789abcdefghijklmnopqrstuvwx"
+GOOGLE_OAUTH = "ya29.a0FakeLedgerGoogleOauthAccessTokenAbCdEf0123"
+SHOPIFY = "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"
+REPLICATE = "r8_FakeLedgerReplicateToken0123456789abcdefgh"
+PERPLEXITY = "pplx-FakeLedgerPerplexityKey0123456789abcdefghijklmnop"
+XAI = "xai-FakeLedgerXaiKey" + "0123456789abcdefghij" * 3
+TELEGRAM = "7012345678:AAFakeLedgerTelegramBot0123456789ab"
+REDIS_PW = "FakeLedgerRedisPw8c2"
+OPENSSL_PW = "FakeLedgerOpensslPw3d"
+AWS_CLI_SECRET = "tQ9fakeLedgerAwsCliSecretKey/Xy7Zz01abcd"
+CONN_PWD = "FakeLedgerOdbcPwd44"
+AZURE_KEY = "FakeLedgerAzureStorage0123456789abcdefABCDEF+/ghij=="
+ANSI_HF = "hf_FakeLedgerAnsiSplitTokenQrStUvWxYz01"
+PROSE_KEY = "pk9FakeLedgerProseKeyZ8y7X6w5"
+CODE_PW = "FakeLedgerCodeArgvPw55"
+CODE_DEFAULT = "FakeLedgerEnvDefault66"
+QUERY_KEY = "FakeLedgerQueryApiKey77q"
+LDAP_PW = "FakeLedgerLdapBindPw88"
+KEYTOOL_PW = "FakeLedgerKeystorePw99"
+MONGO_PW = "FakeLedgerMongoPw1a2b"
+
 SHAPES: list[Shape] = [
     Shape("hf token, bare", f"loaded credentials {HF} from the cache", HF),
     Shape("hf token, HF_TOKEN=", f"HF_TOKEN={HF} torchrun --nproc_per_node 8 train.py", HF),
@@ -192,6 +220,74 @@ SHAPES: list[Shape] = [
         "wandb:\n  project: ledger\n  api_key: FakeLedgerYamlKey77\n",
         "FakeLedgerYamlKey77",
     ),
+    Shape("twilio api key", f"twilio api:core:calls:list --api-key {TWILIO}", TWILIO),
+    Shape("sendgrid key, bare", f"mail client configured with {SENDGRID}", SENDGRID),
+    Shape(
+        "databricks token",
+        f"databricks configure --host https://dbc.example --tk {DATABRICKS}",
+        DATABRICKS,
+    ),
+    Shape("digitalocean token", f"doctl auth init -t {DIGITALOCEAN}", DIGITALOCEAN),
+    Shape("vault token, bare", f"Success! token {VAULT} is valid for 768h", VAULT),
+    Shape("groq key", f"client = Groq({GROQ!r})", GROQ),
+    Shape("google oauth access token", f"got access {GOOGLE_OAUTH} expires_in 3599", GOOGLE_OAUTH),
+    Shape("shopify token", f"SHOPIFY={SHOPIFY} npm run sync", SHOPIFY),
+    Shape("replicate token", f"replicate run model --using {REPLICATE}", REPLICATE),
+    Shape("perplexity key", f"pplx client init {PERPLEXITY}", PERPLEXITY),
+    Shape("xai key", f"grok: using {XAI}", XAI),
+    Shape(
+        "telegram bot token", f"curl https://api.telegram.org/bot{TELEGRAM}/sendMessage", TELEGRAM
+    ),
+    Shape("redis-cli -a X", f"redis-cli -h cache -p 6379 -a {REDIS_PW} ping", REDIS_PW),
+    Shape(
+        "openssl pass:X",
+        f"openssl pkcs12 -export -in c.pem -out c.p12 -passout pass:{OPENSSL_PW}",
+        OPENSSL_PW,
+    ),
+    Shape(
+        "aws configure set KEY X",
+        f"aws configure set aws_secret_access_key {AWS_CLI_SECRET} --profile train",
+        AWS_CLI_SECRET,
+    ),
+    Shape(
+        "odbc connection string Pwd=X;",
+        f"Driver={{ODBC Driver 18}};Server=db;Database=runs;Uid=sa;Pwd={CONN_PWD};",
+        CONN_PWD,
+    ),
+    Shape(
+        "azure storage AccountKey=X;",
+        f"DefaultEndpointsProtocol=https;AccountName=ckpts;AccountKey={AZURE_KEY};"
+        "EndpointSuffix=core.windows.net",
+        AZURE_KEY,
+    ),
+    Shape(
+        "hf token split by an ANSI colour code",
+        f"token: {ANSI_HF[:12]}\x1b[1;32m{ANSI_HF[12:]}\x1b[0m ok",
+        ANSI_HF,
+    ),
+    Shape("prose: api key: X", f"Your new api key: {PROSE_KEY} (keep it safe)", PROSE_KEY),
+    Shape(
+        "code: argv list after --password",
+        f'cmd = ["psql", "--password", "{CODE_PW}", "-h", "db"]',
+        CODE_PW,
+    ),
+    Shape(
+        "code: os.environ.get default",
+        f'key = os.environ.get("OPENAI_API_KEY", "{CODE_DEFAULT}")',
+        CODE_DEFAULT,
+    ),
+    Shape(
+        "url ?api_key=X",
+        f'resp = get("https://api.example.com/v1/runs?api_key={QUERY_KEY}&limit=5")',
+        QUERY_KEY,
+    ),
+    Shape("ldapsearch -w X", f"ldapsearch -x -D cn=admin -w {LDAP_PW} -b dc=ex", LDAP_PW),
+    Shape(
+        "keytool -storepass X",
+        f"keytool -list -keystore ks.jks -storepass {KEYTOOL_PW}",
+        KEYTOOL_PW,
+    ),
+    Shape("mongosh -p X", f"mongosh --host db -u root -p {MONGO_PW} --eval 'db.stats()'", MONGO_PW),
 ]
 
 _FRAGMENT = 10
