@@ -110,8 +110,16 @@ def _make_folder(folder: Path) -> None:
 
 def _read_only_url(path: Path) -> str:
     """A URL that opens the file read-only. In a folder this process cannot write, a WAL
-    file without its -shm could not be opened at all: then it is opened as immutable."""
+    file without its -shm could not be opened at all: then it is opened as immutable, which
+    is right only when no -wal holds committed rows (immutable reads the main file alone)."""
     immutable = not os.access(path.parent, os.W_OK) and not Path(f"{path}-shm").exists()
+    wal = Path(f"{path}-wal")
+    if immutable and wal.exists() and wal.stat().st_size > 0:
+        raise StorageError(
+            f"{path}'s latest rows are in {wal.name}, which SQLite can read only where it may "
+            f"write its {path.name}-shm beside it, and {path.parent} is read-only here: open a "
+            "copy of the folder somewhere writable (or run `ledger` once where it can write)"
+        )
     query = "mode=ro" + ("&immutable=1" if immutable else "")
     return f"sqlite:///file:{quote(str(path))}?{query}&uri=true"
 

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ledger.demo.logs import RunStory, generate_log, loading_log, nvidia_smi_csv
+from ledger.errors import OutputFileError
 from ledger.store import Ledger
 
 BASELINE = 14200.0
@@ -107,7 +108,13 @@ class DemoResult:
 def run_demo(folder: Path, say: Callable[[str], None] = print) -> DemoResult:
     """Build the example investigation in `folder`; its ledger is folder/.ledger/ledger.db."""
     folder = folder.resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".ledger").mkdir(exist_ok=True)
+    except OSError as exc:
+        raise OutputFileError(
+            f"cannot make the demo's folder {folder}: {exc.strerror or exc}"
+        ) from exc
     db = folder / ".ledger" / "ledger.db"
     for old in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         old.unlink(missing_ok=True)

@@ -46,6 +46,11 @@ def current(db: str | os.PathLike[str] | None = None) -> records.SchemaStatus:
     engine = make_engine(location.url, read_only=True)
     try:
         with translate_errors(location.url):
+            # A file whose pages were overwritten can still hold a readable alembic_version:
+            # "up to date" must not be said of a ledger that cannot be read.
+            problem = integrity_problem(engine)
+            if problem is not None:
+                raise StorageError(damaged(location.display(), problem))
             state = schema.state(engine)
     finally:
         engine.dispose()

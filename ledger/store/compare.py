@@ -29,12 +29,21 @@ if TYPE_CHECKING:
 DEFAULT_UNIT = "tok/s"
 
 
+# No training throughput comes near this in any unit (tokens, samples, words or FLOP per
+# second are all below 1e15 on the largest clusters); past it a figure is a typo.
+MAX_BASELINE = 1e15
+
+
 def check_baseline(value: float | None) -> float | None:
-    """A baseline is a finite throughput above 0 (None clears it)."""
+    """A baseline is a finite throughput above 0 and at most MAX_BASELINE (None clears it)."""
     if value is None:
         return None
     if not isinstance(value, int | float) or not math.isfinite(value) or not value > 0:
         raise UsageError(f"the baseline is a finite throughput above 0, not {value!r}")
+    if value > MAX_BASELINE:
+        raise UsageError(
+            f"a baseline of {value:.3g} is past any training throughput (at most {MAX_BASELINE:g})"
+        )
     return float(value)
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
+from ledger.config import DEFAULT_INVESTIGATION
 from ledger.db import models as m
 from ledger.errors import NotFoundError
 from ledger.store import gate
@@ -33,7 +34,14 @@ def investigation_id(session: Session, name: str) -> int:
     never pays for configuring the ORM's mappers, a third of a small read's time."""
     table = m.Investigation.__table__
     found = session.scalar(select(table.c.id).where(table.c.name == name))
-    return NO_INVESTIGATION if found is None else int(found)
+    if found is not None:
+        return int(found)
+    if name != DEFAULT_INVESTIGATION:
+        # A named investigation that does not exist is a typo to read from, not an empty
+        # one: "no runs yet" would hide it. (Writing to it starts it.)
+        names = session.scalars(select(table.c.name).order_by(table.c.id)).all()
+        raise NotFoundError("investigation", name, list(names))
+    return NO_INVESTIGATION
 
 
 def run_id(session: Session, inv: int, name: str) -> int:
