@@ -21,7 +21,7 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 def test_a_baseline_past_any_throughput_is_refused_before_anything_is_made(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    code, out, err = _run("--db", str(db), "init", "--baseline", "1e300")
+    code, _, err = _run("--db", str(db), "init", "--baseline", "1e300")
     assert code == 2
     assert err.startswith("Error: a baseline of 1e+300") and err.count("\n") == 1
     assert not db.exists()
