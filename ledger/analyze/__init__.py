@@ -1,6 +1,6 @@
 """The throughput-regression analyzer: steady state, robust statistics, verdicts.
 
-Pure numpy / scipy / ruptures on plain arrays; it knows nothing of SQL or the command
+Pure numpy / scipy on plain arrays; it knows nothing of SQL or the command
 line. The store reads step rows into `StepColumns` and calls `compare_runs`; `watch`
 feeds steps to a `SequentialMonitor`. docs/analysis.md and docs/watch.md describe the
 methods for users.

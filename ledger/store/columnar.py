@@ -192,20 +192,75 @@ def _adbc_read(
     """The Arrow table of `SELECT <columns>[, <label>] <tail>`, and its numeric columns as
     a float64 array. A leading row of doubles (and '' for the label) fixes each column's
     type for the driver's guess; it is dropped from both."""
-    import adbc_driver_sqlite.dbapi as adbc
     import numpy as np
 
     width = len(columns)
     typed = ["0.5"] * width + ([] if label is None else ["''"])
     body = [f"nullif({c}, 'NaN')" for c in columns] + ([] if label is None else [label])
     sql = f"SELECT {', '.join(typed)} UNION ALL SELECT * FROM (SELECT {', '.join(body)} {tail})"
-    with adbc.connect(f"file:{quote(path)}?mode=ro") as db, db.cursor() as cursor:
-        cursor.execute(sql, params)
-        table = cursor.fetch_arrow_table()
+    table = _adbc_query(path, sql, params)
     out = np.empty((table.num_rows - 1, width), dtype=np.float64)
     for i in range(width):
-        out[:, i] = table.column(i).slice(1).to_numpy(zero_copy_only=False)
+        out[:, i] = _floats(table.column(i))[1:]
     return table, out
+
+
+def _adbc_query(path: str, sql: str, params: tuple[Any, ...]) -> Any:
+    """The Arrow table of one query on `path`, read only.
+
+    Through adbc_driver_manager's own statement when every parameter is an integer (ids,
+    step bounds: written into the SQL as numbers), not its DB-API module, which imports
+    pyarrow.dataset and with it pandas — more time than reading a million rows.
+    """
+    uri = f"file:{quote(path)}?mode=ro"
+    inline = sql.count("?") == len(params) and all(
+        isinstance(p, int) and not isinstance(p, bool) for p in params
+    )
+    if not inline:
+        import adbc_driver_sqlite.dbapi as dbapi
+
+        with dbapi.connect(uri) as db, db.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetch_arrow_table()
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+    import pyarrow
+
+    for value in params:
+        sql = sql.replace("?", str(int(value)), 1)
+    with (
+        adbc_driver_sqlite.connect(uri) as database,
+        adbc_driver_manager.AdbcConnection(database) as connection,
+        adbc_driver_manager.AdbcStatement(connection) as statement,
+    ):
+        statement.set_sql_query(sql)
+        stream, _ = statement.execute_query()
+        reader = pyarrow.RecordBatchReader._import_from_c(stream.address)
+        return pyarrow.Table.from_batches(list(reader), schema=reader.schema)
+
+
+def _floats(column: Any) -> np.ndarray:
+    """An Arrow column of doubles as float64, NULL as NaN, from its buffers (pyarrow's own
+    conversion of a chunked column imports pandas)."""
+    import numpy as np
+
+    out = np.empty(len(column), dtype=np.float64)
+    at = 0
+    for chunk in column.chunks:
+        n = len(chunk)
+        if n == 0:
+            continue
+        if str(chunk.type) != "double":
+            out[at : at + n] = chunk.to_numpy(zero_copy_only=False)
+        else:
+            validity, data = chunk.buffers()
+            values = np.frombuffer(data, dtype=np.float64, count=n, offset=chunk.offset * 8)
+            if chunk.null_count:
+                bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+                values = np.where(bits[chunk.offset : chunk.offset + n] == 1, values, np.nan)
+            out[at : at + n] = values
+        at += n
+    return out
 
 
 def _off_main_thread(fn: Callable[..., T], *args: Any) -> T:
