@@ -83,7 +83,7 @@ class LedgerLogger(Logger, Callback):
             meter = self._meter()
             meter.log(int(step) if step is not None else meter._next_step, **numbers)
 
-    @rank_zero_only  # type: ignore[misc]  # Lightning's decorator is untyped
+    @rank_zero_only  # as Lightning's own loggers: rank 0 tells the run's configuration
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace, *args: Any, **kw: Any) -> None:
         """Into the run's run_config (source `api`): one row per flattened name, text as
         given, any other value as JSON. Told at once, in its own short transaction."""
@@ -158,7 +158,7 @@ class LedgerLogger(Logger, Callback):
 def hyperparameters(params: Mapping[str, Any] | Namespace | None) -> dict[str, str]:
     """Lightning's hyperparameters as run_config items: nested names joined by `/` (as
     Lightning's loggers flatten them), text kept, other values as JSON (str() beyond)."""
-    flat = _flatten_dict(_convert_params(params))
+    flat = _flatten_dict(_convert_params(dict(params) if isinstance(params, Mapping) else params))
     return {
         str(name): value if isinstance(value, str) else json.dumps(value, default=str)
         for name, value in flat.items()

@@ -49,8 +49,8 @@ def what(path: Path) -> str:
             return "trackio-folder"
     raise BadContentError(
         f"{path} is none of what ledger imports: TensorBoard event files, an MLflow store "
-        "(mlflow.db or mlruns/), a trackio project (.db) or trackio's folder of them, a W&B offline run or an exported "
-        "W&B history (CSV or JSON lines with _step)"
+        "(mlflow.db or mlruns/), a trackio project (.db) or trackio's folder of them, "
+        "a W&B offline run or an exported W&B history (CSV or JSON lines with _step)"
     )
 
 

@@ -20,7 +20,8 @@ from ledger.model.imports import TrackedRun
 
 _PART = re.compile(r"rank[_-]?(\d{1,6})", re.I)
 _RUN = re.compile(
-    r"^(?:(?P<base>.+?)[-_/. ](?P<n>rank[_-]?\d{1,6})|(?P<n2>rank[_-]?\d{1,6})(?:[-_/. ](?P<base2>.+))?)$",
+    r"^(?:(?P<base>.+?)[-_/. ](?P<n>rank[_-]?\d{1,6})"  # eager-rank1
+    r"|(?P<n2>rank[_-]?\d{1,6})(?:[-_/. ](?P<base2>.+))?)$",  # rank1, rank1-eager
     re.I,
 )
 _SEPARATORS = re.compile(r"([/.])")

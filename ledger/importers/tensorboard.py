@@ -74,7 +74,7 @@ class _Reading:
     def __init__(self, run: TrackedRun) -> None:
         self.run = run
         self.plugins: dict[str, str] = {}  # tag → plugin (TF2 says it on a tag's first value)
-        self.last_scalar_wall = float("-inf")
+        self.last: tuple[int, float] | None = None  # the last step, when it was first logged
         self.session_end: tuple[int, float] | None = None  # (status, wall time)
         self.stopped_at: int | None = None  # the step of a SessionLog STOP
 
@@ -101,7 +101,8 @@ class _Reading:
 
     def _scalar(self, tag: str, step: int, value: float, wall: float) -> None:
         self.run.add(tag, step, value, wall)
-        self.last_scalar_wall = max(self.last_scalar_wall, wall)
+        if self.last is None or (step, -wall) > (self.last[0], -self.last[1]):
+            self.last = (step, wall)  # a later step, or the last one's first logging
 
     def _tensor(self, tag: str, step: int, proto: Any) -> float | None:
         """A scalar tensor's value; None for a tensor that is not one number."""
@@ -141,14 +142,15 @@ class _Reading:
 
     def fate(self) -> None:
         """What the files say of the ending: a SessionLog STOP, a session end written
-        after the last scalar (one written as the run began says nothing), else the
-        announced total."""
+        once the last step was logged (one written as the run began says nothing: the
+        steps after it came later), else the announced total."""
         run = self.run
+        ended = self.session_end
         if self.stopped_at is not None:
             run.fate = Fate.FINISHED
             run.fate_reason = f"TensorBoard SessionLog STOP at step {self.stopped_at:,}"
-        elif self.session_end is not None and self.session_end[1] >= self.last_scalar_wall:
-            status = self.session_end[0]
+        elif ended is not None and (self.last is None or ended[1] >= self.last[1]):
+            status = ended[0]
             if status in SESSION_FATES:
                 run.fate = SESSION_FATES[status]
                 run.fate_reason = f"TensorBoard hparams session end {SESSION_WORDS[status]}"
