@@ -119,8 +119,14 @@ def _add_row(run: TrackedRun, item: dict[str, Any], step: Any, *, export: bool =
         scalar = _number(value)
         if scalar is not None:
             run.add(name, int(number), scalar, wall)
+        elif export and isinstance(value, str) and _undecodable(value):
+            run.skip("values that are not UTF-8", f"{name}@{int(number)}")
         elif export and not _empty(value):
             run.skip("values that are not numbers", f"{name}@{int(number)} {value!r}"[:60])
+
+
+def _undecodable(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)  # bytes escaped on reading
 
 
 def _empty(value: Any) -> bool:
@@ -144,7 +150,7 @@ def _number(value: Any) -> float | None:
         return float(value)
     if isinstance(value, str):
         text = value.strip()
-        if text in ("", "null", "None") or any("\udc80" <= ch <= "\udcff" for ch in text):
+        if text in ("", "null", "None") or _undecodable(text):
             return None
         try:
             return float(text)
