@@ -166,7 +166,7 @@ def read(folder: Path, root: Path) -> TrackedRun:
     for file in _files(folder):
         run.size += file.stat().st_size
         read_records = 0
-        for event in loader.EventFileLoader(str(file)).Load():
+        for event in loader.LegacyEventFileLoader(str(file)).Load():  # as EventAccumulator
             read_records += 1
             reading.event(event)
         problem = check_records(file, read_records)
