@@ -64,6 +64,7 @@ def trackio_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_trackios_folder_imports_every_project_in_it(lg: Any, trackio_folder: Path) -> None:
     assert sorted(p.name for p in trackio_folder.glob("*.db")) == ["bench.db", "ddp.db", "sweep.db"]
+    (trackio_folder / "notes.db").write_text("not a SQLite file, so no project\n")
     result = lg.import_runs([trackio_folder])
     by_run = {(r.run, r.ranks): r for r in result.runs}
     assert set(by_run) == {
@@ -306,3 +307,41 @@ def test_the_cli_says_what_it_filled_and_which_ranks(tmp_path: Path, db_url: str
     ranked = tmp_path / "ranked.jsonl"
     ranked.write_text(json.dumps({"_step": 0, "rank3": {"loss": 1.0}}) + "\n")
     assert "ranked (rank 3) (new run)" in run_cli("import", str(ranked)).output
+
+
+@pytest.mark.filterwarnings(MLFLOW_SQLA)
+def test_a_run_per_rank_ends_as_its_worst_rank(lg: Any, tmp_path: Path) -> None:
+    store = tmp_path / "mlflow.db"
+    client = _mlflow_client(f"sqlite:///{store}")
+    experiment = client.create_experiment("bench")
+    for rank, status in ((0, "FINISHED"), (1, "FAILED"), (2, "FINISHED")):
+        run_id = client.create_run(experiment, run_name=f"eager-rank{rank}").info.run_id
+        client.log_metric(run_id, "loss", 1.0 + rank, step=0)
+        client.set_terminated(run_id, status)
+    result = lg.import_runs([store])
+    assert [(r.run, r.ranks, r.fate) for r in result.runs] == [
+        ("eager", (0,), "crashed"),
+        ("eager", (1,), "crashed"),
+        ("eager", (2,), "crashed"),
+    ]
+    assert lg.show("eager").fate == "crashed"
+    assert sorted(rank_steps(lg, "eager")) == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_what_is_a_rank_in_a_name() -> None:
+    from ledger.importers.ranks import run_rank, scalar_rank
+
+    assert [scalar_rank(n) for n in ("rank1/loss", "train/loss/rank_12", "a/rank-3/b")] == [
+        ("loss", 1),
+        ("train/loss", 12),
+        ("a/b", 3),
+    ]
+    for plain in ("loss", "rank", "ranking/loss", "rank1x/loss", "rank0", "rank1/rank2/loss"):
+        assert scalar_rank(plain) == (plain, None)  # no rank part, a bare one, or two
+    assert [run_rank(n) for n in ("eager-rank1", "eager/rank_2", "rank3", "eager")] == [
+        ("eager", 1),
+        ("eager", 2),
+        ("", 3),
+        ("eager", None),
+    ]
+    assert run_rank("frank1") == ("frank1", None)

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from ledger.errors import BadContentError, InputFileError
 from ledger.importers import mlflow, ranks, tensorboard, trackio, wandb
+from ledger.importers.trackio import SQLITE_HEADER
 from ledger.model.imports import TrackedRun
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 __all__ = ["read", "what"]
 

@@ -23,6 +23,7 @@ from ledger.importers.mlflow import open_readonly, step_number, undecodable
 from ledger.model.imports import TrackedRun
 
 SOURCE = "trackio"
+SQLITE_HEADER = b"SQLite format 3\x00"
 GROUP_KEY = "_Group"  # where trackio keeps a run's group in its config
 
 
@@ -110,7 +111,10 @@ def projects(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     found = []
-    for file in sorted(folder.glob("*.db")):
+    for file in sorted(p for p in folder.glob("*.db") if p.is_file()):
+        with file.open("rb") as handle:
+            if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                continue  # not a SQLite file: not a project
         try:
             conn = open_readonly(file)
             try:
@@ -120,5 +124,5 @@ def projects(folder: Path) -> list[Path]:
             finally:
                 conn.close()
         except sqlite3.DatabaseError:
-            found.append(file)  # damaged: reading it says so, in one line
+            found.append(file)  # a damaged SQLite file: reading it says so, in one line
     return found
