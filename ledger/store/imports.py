@@ -48,9 +48,10 @@ def read_all(
         if unread:
             raise BadContentError(f"nothing could be read: {unread[0]}")
     if run is not None:
-        if len({t.name for t in found}) != 1:
+        names = {t.name for t in found}  # a run per rank is one run
+        if len(names) != 1:
             raise UsageError(
-                f"a run name was given, but the paths hold {len(found)} runs; "
+                f"a run name was given, but the paths hold {len(names)} runs; "
                 "import them under their own names, or one path at a time"
             )
         for tracked in found:
