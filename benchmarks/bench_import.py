@@ -8,14 +8,19 @@ every step), then times, in the same process and interleaved:
 - reader: TensorBoard's EventAccumulator loading every scalar (what the import reads
   with: the floor);
 - import: `Ledger.import_runs` into a fresh SQLite ledger, end to end (read, map, write);
-- again: the second import of the same folder (reads it all, adds nothing).
+- again: the second import of the same folder (reads it all, adds nothing: it asks the
+  database which stored columns are empty, one small integer per step);
+- fill: the import after a value was logged at every old step (a second event file with
+  step_time for each step, as a run measured afterwards writes it): every step's empty
+  column filled in place.
 
-Prints medians over the repetitions and the ratio of import to the reader.
+Prints medians over the repetitions and the ratio of each to the reader.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -32,6 +37,15 @@ def write_log(folder: Path, steps: int) -> None:
         writer.add_scalar("train/loss", 2.0 / (step + 1), step)
         writer.add_scalar("tokens_per_sec", 14_000.0 + step % 97, step)
         writer.add_scalar("lr", 3e-4, step)
+    writer.close()
+
+
+def write_later(folder: Path, steps: int) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder), max_queue=10_000, filename_suffix=".later")
+    for step in range(steps):
+        writer.add_scalar("step_time", 0.5 + step % 7 / 100, step)
     writer.close()
 
 
@@ -52,25 +66,36 @@ def main() -> None:
         root = Path(tmp)
         folder = root / "runs" / "eager"
         write_log(folder, args.steps)
-        reader, first, again = [], [], []
+        later = root / "later"
+        write_later(later, args.steps)
+        reader, first, again, fill = [], [], [], []
         for i in range(args.repeat):
             t0 = time.perf_counter()
             points = read_only(folder)
             reader.append(time.perf_counter() - t0)
+            runs = root / f"runs{i}"
+            shutil.copytree(root / "runs", runs)
             with ledger.open(root / f"ledger{i}.db") as lg:
                 t0 = time.perf_counter()
-                result = lg.import_runs([root / "runs"])
+                result = lg.import_runs([runs])
                 first.append(time.perf_counter() - t0)
                 assert result.steps == args.steps, result.steps
                 t0 = time.perf_counter()
-                assert lg.import_runs([root / "runs"]).steps == 0
+                assert lg.import_runs([runs]).steps == 0
                 again.append(time.perf_counter() - t0)
-    r, f, a = (statistics.median(x) for x in (reader, first, again))
+                for file in later.iterdir():
+                    shutil.copy(file, runs / "eager" / file.name)
+                t0 = time.perf_counter()
+                filled = lg.import_runs([runs])
+                fill.append(time.perf_counter() - t0)
+                assert (filled.steps, filled.filled) == (0, args.steps), filled
+    r, f, a, g = (statistics.median(x) for x in (reader, first, again, fill))
     print(f"{args.steps:,} steps, {points:,} scalars, median of {args.repeat}")
     print(f"  TensorBoard's reader : {r:7.2f} s")
     rate = f"{args.steps / f:,.0f} steps/s"
     print(f"  ledger import        : {f:7.2f} s  ({f / r:.2f}x the reader, {rate})")
     print(f"  import again         : {a:7.2f} s  ({a / r:.2f}x the reader)")
+    print(f"  import, every step filled : {g:7.2f} s  ({g / r:.2f}x the reader, one more file)")
 
 
 if __name__ == "__main__":

@@ -119,3 +119,53 @@ def test_a_fit_that_raises_ends_with_the_exceptions_fate(db_url: str) -> None:
     with ledger.open(db_url) as lg:
         summary = lg.run_summary("oom")
         assert (summary.fate, summary.steps) == ("oom", 4)  # the step that raised is a row too
+
+
+class _Configured(_Tiny):
+    def __init__(self, lr: float, optimizer: dict[str, Any], compile: str) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+@pytest.mark.filterwarnings(ADVICE)
+@pytest.mark.filterwarnings(LEAFSPEC)
+def test_hyperparameters_land_in_run_config_with_source_api(db_url: str) -> None:
+    from sqlalchemy import text
+
+    from ledger.hook import LedgerLogger
+
+    logger = LedgerLogger("configured", db=db_url, cuda=False)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=3, logger=logger, callbacks=[logger],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        log_every_n_steps=1,
+    )  # fmt: skip
+    model = _Configured(0.05, {"name": "sgd", "momentum": 0.9}, "max-autotune")
+    trainer.fit(model, _loader(3))
+    with ledger.open(db_url) as lg, lg.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT c.key, c.value, c.source FROM run_config c JOIN run r ON r.id = c.run_id "
+                "WHERE r.name = 'configured' AND c.source = 'api'"
+            )
+        ).fetchall()
+        assert {k: v for k, v, _ in rows} == {
+            "lr": "0.05",
+            "optimizer/name": "sgd",  # nested, flattened as Lightning's loggers show it
+            "optimizer/momentum": "0.9",
+            "compile": "max-autotune",
+        }
+        assert lg.run_summary("configured").steps == 3  # the fit itself still recorded
+
+
+def test_hyperparameters_are_flattened_text() -> None:
+    from argparse import Namespace
+
+    from ledger.hook.lightning import hyperparameters
+
+    assert hyperparameters(Namespace(lr=0.1, layers=[1, 2], dtype=torch.float16)) == {
+        "lr": "0.1",
+        "layers": "[1, 2]",
+        "dtype": '"torch.float16"',
+    }
+    assert hyperparameters(None) == {}

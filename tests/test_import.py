@@ -321,14 +321,14 @@ def test_an_exported_wandb_history_csv_and_json_lines(lg: Any, tmp_path: Path) -
     )
     result = lg.import_runs([csv_file, jsonl], names=["train.loss=loss"])
     assert [(r.run, r.steps, r.metrics) for r in result.runs] == [
-        ("eager", 8, 4),
+        ("eager_history", 8, 4),  # named after its file, as ingest names runs
         ("compiled", 4, 0),
     ]
-    rows = steps_of(lg, "eager")
+    rows = steps_of(lg, "eager_history")
     assert [rows[s]["loss"] for s in range(8)] == [1 / (s + 1) for s in range(8)]
     assert [rows[s]["wall_time"] for s in range(8)] == [1.7e9 + s for s in range(8)]
-    assert metrics_of(lg, "eager") == {(s, "eval/acc"): 0.5 for s in range(0, 8, 2)}
-    assert config_of(lg, "eager") == {"lr": "0.1"}
+    assert metrics_of(lg, "eager_history") == {(s, "eval/acc"): 0.5 for s in range(0, 8, 2)}
+    assert config_of(lg, "eager_history") == {"lr": "0.1"}  # eager_config.json beside it
     assert {s: r["loss"] for s, r in steps_of(lg, "compiled").items()} == dict.fromkeys(
         range(4), 0.5
     )
@@ -406,7 +406,7 @@ def test_the_cli_imports_and_prints_json(tmp_path: Path, db_url: str) -> None:
     result = run_cli("import", str(export), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert (data["steps"], data["runs"][0]["run"]) == (2, "eager")
+    assert (data["steps"], data["runs"][0]["run"]) == (2, "eager_history")
     assert data["runs"][0]["columns"] == {"loss": "loss", "tps": "throughput"}
     text = run_cli("import", str(export))
     assert "nothing new" in text.output

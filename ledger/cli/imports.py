@@ -30,8 +30,10 @@ def import_(
 
     TensorBoard event files (a folder of them is a run), an MLflow store (mlflow.db or
     mlruns/), a trackio project (.db), a W&B offline run (wandb/offline-run-*) or an
-    exported W&B history (CSV or JSON lines with _step). Idempotent and incremental:
-    importing again adds only the steps that are new. See docs/import.md.
+    exported W&B history (CSV or JSON lines with _step); trackio's folder imports every
+    project in it. Idempotent and incremental: importing again adds only what is new.
+    Values that cannot be read are skipped, counted and named; the import fails (exit 1)
+    only when nothing at all could be read. See docs/import.md.
     """
     result = lg.import_runs(paths, run, names=names)
     emit(result, as_json, _text)
@@ -44,10 +46,16 @@ def _text(result: ImportResult) -> str:
 
 
 def _line(r: ImportedRun) -> str:
+    """The run's line, then one indented line per kind of value skipped or file problem."""
     what = f"{r.steps:,} step rows, {r.metrics:,} metrics"
-    if not (r.steps or r.metrics):
+    if r.filled:
+        what += f", {r.filled:,} steps given values logged since"
+    if not (r.steps or r.metrics or r.filled):
         what = "nothing new"
     mapped = ", ".join(f"{src}→{col}" for src, col in r.columns.items()) or "no step columns"
     made = " (new run)" if r.run_created else ""
+    ranks = f" (rank {', '.join(map(str, r.ranks))})" if r.ranks != (0,) else ""
     bad = f"; {r.bad_values:,} values not stored as given" if r.bad_values else ""
-    return f"{r.run}{made}: {r.source} {r.origin}: {what} ({mapped}){bad}; fate {r.fate}"
+    skipped = f"; {r.skipped:,} values skipped" if r.skipped else ""
+    head = f"{r.run}{ranks}{made}: {r.source} {r.origin}: {what} ({mapped}){bad}{skipped}"
+    return "\n".join([f"{head}; fate {r.fate}", *(f"  - {p}" for p in r.problems)])

@@ -5,8 +5,10 @@
     trainer = L.Trainer(logger=ledger_logger, callbacks=[ledger_logger])
 
 As a logger it records what the LightningModule logs (`self.log("train_loss", …)`) as
-metric rows at the step Lightning logs them (hyperparameters are not recorded: StepMeter
-keeps steps and metrics, not a run's configuration). Given as a callback too, it times
+metric rows at the step Lightning logs them, and the hyperparameters Lightning gives its
+loggers (`save_hyperparameters()`, the datamodule's) into the run's configuration
+(run_config, source `api`), flattened as Lightning's loggers show them (`optimizer/lr`),
+from rank 0 as Lightning's own loggers do. Given as a callback too, it times
 every optimizer step (all its gradient-accumulation batches) as one step row, numbered
 like `trainer.global_step` after it, with the loss `training_step` returned: the rows
 `ledger.hook.LedgerCallback` writes for the Hugging Face Trainer. Each process (rank)
@@ -15,14 +17,17 @@ records its own steps.
 
 from __future__ import annotations
 
+import json
 import os
 from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
 try:
+    from lightning.fabric.utilities.logger import _convert_params, _flatten_dict
     from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers import Logger
+    from lightning.pytorch.utilities import rank_zero_only
 except ImportError as exc:  # pragma: no cover - exercised only without lightning
     raise ImportError(
         "ledger.hook.LedgerLogger needs Lightning: pip install 'ledger[lightning]' "
@@ -78,8 +83,18 @@ class LedgerLogger(Logger, Callback):
             meter = self._meter()
             meter.log(int(step) if step is not None else meter._next_step, **numbers)
 
+    @rank_zero_only  # as Lightning's own loggers: rank 0 tells the run's configuration
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace, *args: Any, **kw: Any) -> None:
-        """Not recorded: StepMeter writes steps and metrics, not a run's configuration."""
+        """Into the run's run_config (source `api`): one row per flattened name, text as
+        given, any other value as JSON. Told at once, in its own short transaction."""
+        items = hyperparameters(params)
+        if not items:
+            return
+        from ledger.store import Ledger
+
+        meter = self._meter()  # the run's name, ledger and investigation, as the meter has them
+        with Ledger.open(meter.db, investigation=meter.investigation) as lg:
+            lg.set_config(meter.run, items, source="api")
 
     def save(self) -> None:
         if self.meter is not None and not self.meter.closed:
@@ -138,6 +153,16 @@ class LedgerLogger(Logger, Callback):
         step, self._step = self._step, None
         if step is not None:
             step.__exit__(None, None, None)
+
+
+def hyperparameters(params: Mapping[str, Any] | Namespace | None) -> dict[str, str]:
+    """Lightning's hyperparameters as run_config items: nested names joined by `/` (as
+    Lightning's loggers flatten them), text kept, other values as JSON (str() beyond)."""
+    flat = _flatten_dict(_convert_params(dict(params) if isinstance(params, Mapping) else params))
+    return {
+        str(name): value if isinstance(value, str) else json.dumps(value, default=str)
+        for name, value in flat.items()
+    }
 
 
 def _is_number(value: Any) -> bool:

@@ -7,6 +7,7 @@ One module per format: `tensorboard` (event files, TensorBoard's reader), `mlflo
 store or an mlruns/ file store, by MLflow's layout), `trackio` (a project's SQLite file),
 `wandb` (an offline run through wandb's reader; an exported history). The libraries are
 optional extras, imported when a file needs them; ledger.store.imports writes the runs.
+Every run read gets its rank from its name and its scalars' (`ranks`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ import sqlite3
 from pathlib import Path
 
 from ledger.errors import BadContentError, InputFileError
-from ledger.importers import mlflow, tensorboard, trackio, wandb
+from ledger.importers import mlflow, ranks, tensorboard, trackio, wandb
+from ledger.importers.trackio import SQLITE_HEADER
 from ledger.model.imports import TrackedRun
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 __all__ = ["read", "what"]
 
 
 def what(path: Path) -> str:
-    """Which format `path` holds: tensorboard, mlflow, mlflow-files, trackio, wandb,
-    wandb-export; BadContentError when none."""
+    """Which format `path` holds: tensorboard, mlflow, mlflow-files, trackio,
+    trackio-folder, wandb, wandb-export; BadContentError when none."""
     if not path.exists():
         raise InputFileError(f"{path}: no such file or folder")
     if path.is_file():
@@ -44,16 +44,24 @@ def what(path: Path) -> str:
             return "wandb"
         if tensorboard.event_folders(path):
             return "tensorboard"
+        if trackio.projects(path):
+            return "trackio-folder"
     raise BadContentError(
         f"{path} is none of what ledger imports: TensorBoard event files, an MLflow store "
-        "(mlflow.db or mlruns/), a trackio project (.db), a W&B offline run or an exported "
-        "W&B history (CSV or JSON lines with _step)"
+        "(mlflow.db or mlruns/), a trackio project (.db) or trackio's folder of them, "
+        "a W&B offline run or an exported W&B history (CSV or JSON lines with _step)"
     )
 
 
 def read(path: Path) -> list[TrackedRun]:
-    """Every run `path` holds, in the order the tracker keeps them."""
-    kind = what(path)
+    """Every run `path` holds, in the order the tracker keeps them, each with its rank."""
+    found = _read(path, what(path))
+    for run in found:
+        ranks.assign(run)
+    return found
+
+
+def _read(path: Path, kind: str) -> list[TrackedRun]:
     if kind == "tensorboard":
         return [tensorboard.read(folder, path) for folder in tensorboard.event_folders(path)]
     if kind == "mlflow":
@@ -62,6 +70,8 @@ def read(path: Path) -> list[TrackedRun]:
         return mlflow.read_file_store(path)
     if kind == "trackio":
         return trackio.read(path)
+    if kind == "trackio-folder":
+        return [run for project in trackio.projects(path) for run in trackio.read(project)]
     if kind == "wandb":
         return [wandb.read_offline(file) for file in wandb.run_files(path)]
     return [wandb.read_export(path)]

@@ -3,7 +3,9 @@
 (`mlruns/<experiment>/<run>/` with meta.yaml, metrics/, params/ and tags/). Neither needs
 MLflow installed. Each MLflow run (deleted ones aside) is a run, named by its run name;
 metrics by key and step (MLflow's timestamp, in ms, as the wall time), params into the
-run's configuration. A value logged twice at one step keeps the latest.
+run's configuration. A value logged twice at one step keeps the latest. What cannot be
+read as MLflow writes it (a text metric value, a line of a metric file that is not three
+numbers, bytes that are not UTF-8) is skipped, counted and named in the run's skips.
 """
 
 from __future__ import annotations
@@ -30,7 +32,37 @@ STATUS_NUMBERS = {"1": "RUNNING", "2": "SCHEDULED", "3": "FINISHED", "4": "FAILE
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    """The file read-only; text that is not UTF-8 arrives with its bytes escaped (as
+    surrogates, see `undecodable`), not as an error that would stop the whole read."""
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
+    return conn
+
+
+def undecodable(text: str) -> bool:
+    """Whether `text` carries bytes that were not UTF-8 (escaped as lone surrogates)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def number(value: object) -> float | None:
+    """A stored metric value as a float; None for text or blobs that are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and not undecodable(value):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def step_number(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    parsed = number(value)
+    return int(parsed) if parsed is not None and parsed.is_integer() else None
 
 
 def is_store(tables: set[str]) -> bool:
@@ -57,10 +89,20 @@ def read_sqlite(path: Path) -> list[TrackedRun]:
                 (run_id,),
             )
             for key, step, value, stamp, is_nan in metrics:
-                number = math.nan if is_nan else float(value)
-                run.add(str(key), int(step), number, _seconds(stamp))
+                value_ = math.nan if is_nan else number(value)
+                step_ = step_number(step)
+                if undecodable(str(key)):
+                    run.skip("metrics whose key is not UTF-8", f"{key!r}"[:60])
+                elif value_ is None or step_ is None:
+                    run.skip("metric values that are not numbers", f"{key}@{step} {value!r}"[:60])
+                else:
+                    run.add(str(key), step_, value_, _seconds(stamp))
             params = conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,))
-            run.config = {str(k): str(v) for k, v in params}
+            for k, v in params:
+                if undecodable(str(k)) or undecodable(str(v)):
+                    run.skip("params that are not UTF-8", f"{k!r}"[:60])
+                else:
+                    run.config[str(k)] = str(v)
             _fate(run, str(status or ""))
             run.size = path.stat().st_size
             found.append(run)
@@ -93,39 +135,53 @@ def read_file_store(root: Path) -> list[TrackedRun]:
     """Every live run of a file store (mlruns/)."""
     found = []
     for folder in _run_folders(root):
-        meta = _meta(folder / "meta.yaml")
+        run = TrackedRun(name=folder.name, source=SOURCE, origin="")
+        meta = _meta(folder / "meta.yaml", run)
         if meta.get("lifecycle_stage") == "deleted":
             continue
         run_id = meta.get("run_id") or folder.name
-        name = _text(folder / "tags" / "mlflow.runName") or meta.get("run_name") or run_id
-        run = TrackedRun(name=name, source=SOURCE, origin=f"{root.resolve()}#{run_id}")
+        name = _text(folder / "tags" / "mlflow.runName", run) or meta.get("run_name") or run_id
+        run.name, run.origin = name, f"{root.resolve()}#{run_id}"
         for file in sorted(p for p in (folder / "metrics").rglob("*") if p.is_file()):
             run.size += file.stat().st_size
-            key = file.relative_to(folder / "metrics").as_posix()
-            for line in file.read_text(encoding="utf-8").splitlines():
-                parts = line.split()
-                if len(parts) < 2:
-                    continue
-                stamp, value = parts[0], parts[1]
-                step = parts[2] if len(parts) > 2 else "0"
-                run.add(key, int(step), float(value), _seconds(int(stamp)))
+            _metric_file(run, file, file.relative_to(folder / "metrics").as_posix())
         params = folder / "params"
         if params.is_dir():
-            run.config = {
-                p.relative_to(params).as_posix(): _text(p)
-                for p in sorted(params.rglob("*"))
-                if p.is_file()
-            }
+            for p in sorted(params.rglob("*")):
+                value = _text(p, run) if p.is_file() else None
+                if value is not None:
+                    run.config[p.relative_to(params).as_posix()] = value
         status = str(meta.get("status", ""))
         _fate(run, STATUS_NUMBERS.get(status, status))
         found.append(run)
     return found
 
 
-def _meta(path: Path) -> dict[str, str]:
+def _metric_file(run: TrackedRun, file: Path, key: str) -> None:
+    """`timestamp value step` lines (MLflow's file store); others skipped, counted, named."""
+    for n, raw in enumerate(file.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            run.skip("metric lines that are not UTF-8", f"{key}:{n}")
+            continue
+        parts = line.split()
+        if not parts:
+            continue
+        stamp = step_number(parts[0])
+        value = number(parts[1]) if len(parts) > 1 else None
+        step = step_number(parts[2]) if len(parts) > 2 else 0
+        if stamp is None or value is None or step is None:
+            run.skip("metric lines that are not numbers", f"{key}:{n} {line[:30]!r}")
+            continue
+        run.add(key, step, value, _seconds(stamp))
+
+
+def _meta(path: Path, run: TrackedRun) -> dict[str, str]:
     """The top-level `key: value` lines of a run's meta.yaml (flat, as MLflow writes it)."""
+    text = _text(path, run)
     meta = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in (text or "").splitlines():
         if line[:1].isspace() or ":" not in line:
             continue
         key, _, value = line.partition(":")
@@ -133,11 +189,15 @@ def _meta(path: Path) -> dict[str, str]:
     return meta
 
 
-def _text(path: Path) -> str:
+def _text(path: Path, run: TrackedRun) -> str | None:
+    """A file's text; None when missing, or not UTF-8 (then counted as a skip)."""
     try:
-        return path.read_text(encoding="utf-8").strip()
+        return path.read_bytes().decode("utf-8").strip()
     except OSError:
-        return ""
+        return None
+    except UnicodeDecodeError:
+        run.skip("files that are not UTF-8", f"{path.parent.name}/{path.name}")
+        return None
 
 
 def _seconds(stamp: object) -> float | None:

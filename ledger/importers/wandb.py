@@ -80,6 +80,7 @@ def read_offline(file: Path) -> TrackedRun:
         body = record.get(kind, {}) if isinstance(kind, str) else {}
         if kind == "run":
             run.name = str(body.get("display_name") or body.get("run_id") or run_id)
+            run.group = str(body["run_group"]) if body.get("run_group") else None
             _configure(run, body.get("config", {}).get("update", {}))
         elif kind == "config":
             _configure(run, body.get("update", {}))
@@ -103,9 +104,13 @@ def _configure(run: TrackedRun, update: dict[str, Any]) -> None:
         run.config[str(key)] = value if isinstance(value, str) else json.dumps(value)
 
 
-def _add_row(run: TrackedRun, item: dict[str, Any], step: Any) -> None:
+def _add_row(run: TrackedRun, item: dict[str, Any], step: Any, *, export: bool = False) -> None:
+    """One history row. In an export every cell is a number or empty: any other text is
+    skipped and counted (wandb's own records also carry media and tables, left aside)."""
     number = _number(step)
-    if number is None:
+    if number is None or not float(number).is_integer():
+        if export:
+            run.skip("rows without a whole _step", f"_step={step!r}"[:60])
         return
     wall = _number(item.get("_timestamp"))
     for name, value in _flat(item):
@@ -114,6 +119,18 @@ def _add_row(run: TrackedRun, item: dict[str, Any], step: Any) -> None:
         scalar = _number(value)
         if scalar is not None:
             run.add(name, int(number), scalar, wall)
+        elif export and isinstance(value, str) and _undecodable(value):
+            run.skip("values that are not UTF-8", f"{name}@{int(number)}")
+        elif export and not _empty(value):
+            run.skip("values that are not numbers", f"{name}@{int(number)} {value!r}"[:60])
+
+
+def _undecodable(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)  # bytes escaped on reading
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() in ("", "null", "None"))
 
 
 def _flat(item: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
@@ -133,7 +150,7 @@ def _number(value: Any) -> float | None:
         return float(value)
     if isinstance(value, str):
         text = value.strip()
-        if text in ("", "null", "None"):
+        if text in ("", "null", "None") or _undecodable(text):
             return None
         try:
             return float(text)
@@ -158,12 +175,17 @@ def is_export(path: Path) -> bool:
 
 
 def read_export(path: Path) -> TrackedRun:
-    run = TrackedRun(name=_export_name(path), source=SOURCE, origin=str(path.resolve()))
+    """An exported history, named after its file (`eager_history.csv` → eager_history,
+    as `ingest` names runs); bytes that are not UTF-8 and lines that are not JSON objects
+    are skipped and counted."""
+    run = TrackedRun(name=path.stem, source=SOURCE, origin=str(path.resolve()))
     run.size = path.stat().st_size
-    with path.open(encoding="utf-8", newline="") as handle:
+    # surrogateescape: a byte that is not UTF-8 spoils its own value, not the whole file
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
         if path.suffix.lower() == ".csv":
             for row in csv.DictReader(handle):
-                _add_row(run, {k: v for k, v in row.items() if k is not None}, row.get("_step"))
+                item = {k: v for k, v in row.items() if k is not None}
+                _add_row(run, item, row.get("_step"), export=True)
         else:
             for n, line in enumerate(handle, 1):
                 if not line.strip():
@@ -171,27 +193,31 @@ def read_export(path: Path) -> TrackedRun:
                 try:
                     item = json.loads(line)
                 except ValueError:
-                    raise BadContentError(f"{path}:{n}: not a JSON object") from None
-                if isinstance(item, dict):
-                    _add_row(run, item, item.get("_step"))
+                    item = None
+                if not isinstance(item, dict):
+                    run.skip("lines that are not JSON objects", f"line {n} {line[:30]!r}")
+                    continue
+                _add_row(run, item, item.get("_step"), export=True)
     config = _export_config(path)
     if config:
         _configure(run, config)
     return run
 
 
-def _export_name(path: Path) -> str:
-    stem = path.stem
+def _config_names(path: Path) -> list[str]:
+    """`<stem>_config.json`, `<stem>.config.json`, the same without the stem's `_history`,
+    then `config.json`: the config files an export may have beside it."""
+    stems = [path.stem]
     for suffix in ("_history", "-history", ".history"):
-        if stem.endswith(suffix) and len(stem) > len(suffix):
-            return stem[: -len(suffix)]
-    return stem if stem != "history" else path.resolve().parent.name or stem
+        if path.stem.endswith(suffix) and len(path.stem) > len(suffix):
+            stems.append(path.stem[: -len(suffix)])
+    names = [f"{stem}{joint}config.json" for stem in stems for joint in ("_", ".")]
+    return [*names, "config.json"]
 
 
 def _export_config(path: Path) -> dict[str, Any]:
-    """`<name>.config.json`, `<name>_config.json` or `config.json` beside the history."""
-    name = _export_name(path)
-    for candidate in (f"{name}.config.json", f"{name}_config.json", "config.json"):
+    """The first config file `_config_names` finds beside the history."""
+    for candidate in _config_names(path):
         file = path.with_name(candidate)
         if file.is_file():
             try:

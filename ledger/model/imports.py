@@ -13,8 +13,9 @@ from typing import Any
 
 from ledger.model.records import Record
 
-# (step, value, wall time in seconds since the epoch or None)
-Point = tuple[int, float, float | None]
+# (rank, step, value, wall time in seconds since the epoch or None)
+Point = tuple[int, int, float, float | None]
+SKIP_EXAMPLES = 3  # named examples kept per kind of skip
 
 
 @dataclasses.dataclass
@@ -30,9 +31,32 @@ class TrackedRun:
     fate_reason: str | None = None
     named: bool = False  # the caller chose the name (not the tracker)
     size: int = 0  # bytes of the files it was read from
+    rank: int = 0  # the rank whose run this is (trackers keep one run per rank, or one)
+    group: str | None = None  # the tracker's group of runs (a run per rank: the group's name)
+    # what could not be read: kind of skip → (count, a few named examples)
+    skipped: dict[str, tuple[int, list[str]]] = dataclasses.field(default_factory=dict)
+    problems: list[str] = dataclasses.field(default_factory=list)  # whole-file reports
 
     def add(self, name: str, step: int, value: float, wall: float | None = None) -> None:
-        self.scalars.setdefault(name, []).append((step, value, wall))
+        self.scalars.setdefault(name, []).append((self.rank, step, value, wall))
+
+    def skip(self, kind: str, example: str) -> None:
+        """Count one value that could not be read, by kind, naming the first few."""
+        count, examples = self.skipped.get(kind, (0, []))
+        if len(examples) < SKIP_EXAMPLES:
+            examples.append(example)
+        self.skipped[kind] = (count + 1, examples)
+
+    @property
+    def skips(self) -> int:
+        return sum(count for count, _ in self.skipped.values())
+
+    def skip_lines(self) -> list[str]:
+        """Each kind of skip in words: `3 text values in mlflow.db metrics (loss@4 'abc', …)`."""
+        return [
+            f"{count:,} {kind} ({'; '.join(examples)}{', …' if count > len(examples) else ''})"
+            for kind, (count, examples) in self.skipped.items()
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +81,7 @@ class ImportedRun(Record):
     source: str
     origin: str
     steps: int  # step rows added by this import (rows already there are not added again)
+    filled: int  # step rows already there given a value they lacked (logged there since)
     metrics: int  # metric rows added
     config: int  # configuration items told (run_config, source 'import')
     columns: dict[str, str]  # the tracker's names that became step columns
@@ -65,6 +90,8 @@ class ImportedRun(Record):
     run_created: bool
     bad_values: int = 0
     problems: tuple[str, ...] = ()
+    skipped: int = 0  # values the importer could not read (each kind named in problems)
+    ranks: tuple[int, ...] = (0,)  # the ranks its rows landed as
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,5 +108,14 @@ class ImportResult(Record):
     def metrics(self) -> int:
         return sum(r.metrics for r in self.runs)
 
+    @property
+    def filled(self) -> int:
+        return sum(r.filled for r in self.runs)
+
+    @property
+    def skipped(self) -> int:
+        return sum(r.skipped for r in self.runs)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "steps": self.steps, "metrics": self.metrics}
+        totals = {"steps": self.steps, "filled": self.filled, "metrics": self.metrics}
+        return {**super().to_dict(), **totals, "skipped": self.skipped}

@@ -5,7 +5,9 @@ writes them in one. Each tracked run has a log_file row (its format the tracker'
 path what identifies the run there), its scalars become step rows (the names the column map
 sends to step columns) and metric rows (all the others) through the one step writer, its
 params become run_config rows with source 'import'. Rows already stored are not sent again:
-importing twice adds nothing, a run that grew adds only its new steps.
+importing twice adds nothing, a run that grew adds only its new steps, and a value the
+tracker logged since at a step imported before fills that step's empty column (never
+changing a value already stored). A run per rank lands as that rank of one ledger run.
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ from sqlalchemy.orm import Session
 import ledger.importers as importers
 from ledger.db import models as m
 from ledger.db.types import utcnow
-from ledger.errors import ConflictError, UsageError
+from ledger.errors import BadContentError, ConflictError, UsageError
 from ledger.importers.names import column_map
 from ledger.model.imports import ColumnMap, ImportedRun, ImportResult, Point, TrackedRun
-from ledger.model.terms import FINAL_FATES, Fate
+from ledger.model.terms import FAILED_FATES, FINAL_FATES, IN_PROGRESS_FATES, Fate
 from ledger.store.ingest import write_config
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.steps import StepWriter, placeholder
 
-RANK = 0  # other trackers keep one history per run: rank 0's
+Key = tuple[int, int]  # (rank, step)
 
 
 def read_all(
@@ -41,20 +43,49 @@ def read_all(
     found: list[TrackedRun] = []
     for path in paths:
         found.extend(importers.read(Path(path)))
+    if found and not any(t.scalars or t.config for t in found):
+        unread = [line for t in found for line in (*t.problems, *t.skip_lines())]
+        if unread:
+            raise BadContentError(f"nothing could be read: {unread[0]}")
     if run is not None:
-        if len(found) != 1:
+        names = {t.name for t in found}  # a run per rank is one run
+        if len(names) != 1:
             raise UsageError(
-                f"a run name was given, but the paths hold {len(found)} runs; "
+                f"a run name was given, but the paths hold {len(names)} runs; "
                 "import them under their own names, or one path at a time"
             )
-        found[0].name = run
-        found[0].named = True
-    seen: dict[str, int] = {}
+        for tracked in found:
+            tracked.name = run
+            tracked.named = True
+    seen: dict[tuple[str, int], int] = {}
     for tracked in found:  # two MLflow runs of one name: the second gets its id after it
-        seen[tracked.name] = seen.get(tracked.name, 0) + 1
-        if seen[tracked.name] > 1:
+        key = (tracked.name, tracked.rank)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
             tracked.name = f"{tracked.name}-{tracked.origin.rsplit('#', 1)[-1][-8:]}"
+    _one_fate_per_run(found)
     return found, cmap
+
+
+def _one_fate_per_run(found: list[TrackedRun]) -> None:
+    """The runs of one name (a run per rank) end as their worst rank did: a failure over a
+    rank still running, that over one whose end is not known, that over finished."""
+
+    def weight(t: TrackedRun) -> int:
+        if t.fate in FAILED_FATES:
+            return 3
+        if t.fate in IN_PROGRESS_FATES:
+            return 2
+        return 1 if t.fate is None else 0
+
+    groups: dict[str, list[TrackedRun]] = {}
+    for tracked in found:
+        groups.setdefault(tracked.name, []).append(tracked)
+    for members in groups.values():
+        if len(members) > 1:
+            worst = max(members, key=weight)
+            for tracked in members:
+                tracked.fate, tracked.fate_reason = worst.fate, worst.fate_reason
 
 
 def store_all(
@@ -73,31 +104,37 @@ def store_run(session: Session, inv: int, tracked: TrackedRun, cmap: ColumnMap) 
     columns = tuple(dict.fromkeys(["wall_time", *chosen.values()]))
     rows = step_rows(tracked.scalars, chosen, columns)
     metric_rows = [
-        (RANK, step, name, value)
+        (rank, step, name, value)
         for name, points in tracked.scalars.items()
         if name not in chosen
-        for step, value, _ in last_per_step(points)
+        for rank, step, value, _ in last_per_step(points)
     ]
-    known_steps, known_metrics = _known(conn, run_row.id)
-    rows = [r for r in rows if r[1] not in known_steps]
-    metric_rows = [r for r in metric_rows if (r[1], r[2]) not in known_metrics]
+    known_steps, known_metrics = _known(conn, run_row.id, lf.id, columns)
+    fills = [r for r in rows if _fills(r, known_steps.get((r[0], r[1])))]
+    rows = [r for r in rows if (r[0], r[1]) not in known_steps]
+    metric_rows = [r for r in metric_rows if (r[0], r[1], r[2]) not in known_metrics]
     writer = StepWriter(conn, run_row.id, log_file_id=lf.id, columns=columns)
     sent = writer.write(rows, metric_rows)
+    filled, unfilled = writer.fill(fills)
+    sent += unfilled
     config = write_config(session, run_row.id, "import", list(tracked.config.items()))
     unit = next((cmap.unit(n) for n, c in chosen.items() if c == "throughput"), None)
     if unit and not run_row.throughput_unit:
         run_row.throughput_unit = unit
-    _times_and_fate(run_row, tracked, rows)
+    _times_and_fate(run_row, tracked, bool(rows or fills))
     lf.size = lf.offset = tracked.size
     lf.lines = sum(len(p) for p in tracked.scalars.values())  # the points read
     lf.ingested_at = utcnow()
     last = session.scalar(select(m.Step.step).where(m.Step.run_id == run_row.id).order_by(
         m.Step.step.desc()).limit(1))  # fmt: skip
+    ranks = tuple(sorted({p[0] for points in tracked.scalars.values() for p in points}))
     return ImportedRun(
         run=run_row.name, source=tracked.source, origin=tracked.origin, steps=sent.steps,
-        metrics=sent.metrics, config=config, columns=dict(chosen), last_step=last,
-        fate=run_row.fate, run_created=created, bad_values=sent.bad_values + sent.bad_rows,
-        problems=sent.problems,
+        filled=filled, metrics=sent.metrics, config=config, columns=dict(chosen),
+        last_step=last, fate=run_row.fate, run_created=created,
+        bad_values=sent.bad_values + sent.bad_rows, skipped=tracked.skips,
+        problems=(*tracked.problems, *tracked.skip_lines(), *sent.problems),
+        ranks=ranks or (tracked.rank,),
     )  # fmt: skip
 
 
@@ -118,9 +155,10 @@ def claim_columns(scalars: dict[str, list[Point]], cmap: ColumnMap) -> dict[str,
 
 
 def last_per_step(points: list[Point]) -> list[Point]:
-    """One point per step, the one read last (a value logged twice, a restarted run)."""
-    by_step = {point[0]: point for point in points}
-    return [by_step[step] for step in sorted(by_step)]
+    """One point per rank and step, the one read last (a value logged twice, a restarted
+    run)."""
+    by_step = {(point[0], point[1]): point for point in points}
+    return [by_step[key] for key in sorted(by_step)]
 
 
 def step_rows(
@@ -128,25 +166,46 @@ def step_rows(
 ) -> list[tuple[Any, ...]]:
     """(rank, step, wall_time, *columns) for every step at which a chosen name has a value;
     the wall time is the latest the tracker gave for that step."""
-    values: dict[int, dict[str, Any]] = {}
+    values: dict[Key, dict[str, Any]] = {}
     for name, column in chosen.items():
-        for step, value, wall in last_per_step(scalars[name]):
-            row = values.setdefault(step, {})
+        for rank, step, value, wall in last_per_step(scalars[name]):
+            row = values.setdefault((rank, step), {})
             row[column] = value
             if wall is not None and wall > row.get("wall_time", float("-inf")):
                 row["wall_time"] = wall
-    return [(RANK, step, *(values[step].get(c) for c in columns)) for step in sorted(values)]
+    return [(*key, *(values[key].get(c) for c in columns)) for key in sorted(values)]
 
 
-def _known(conn: Any, run_id: int) -> tuple[set[int], set[tuple[int, str]]]:
+def _known(
+    conn: Any, run_id: int, log_file_id: int, columns: tuple[str, ...]
+) -> tuple[dict[Key, int], set[tuple[int, int, str]]]:
+    """The run's stored steps, each with a bit set for every one of `columns` it holds no
+    value in (0 for rows another source wrote: an import fills only its own), and its
+    stored (rank, step, metric name)s. The database computes the bits: one small integer
+    per row comes back, so a second import of a large run costs little more than the first
+    read of its keys."""
     mark = placeholder(conn.dialect.name)
+    empty = " + ".join(f'(CASE WHEN "{c}" IS NULL THEN {1 << i} ELSE 0 END)' for i, c in
+                       enumerate(columns))  # fmt: skip
     steps = conn.exec_driver_sql(
-        f"SELECT step FROM step WHERE run_id = {mark} AND rank = {mark}", (run_id, RANK)
+        f"SELECT rank, step, CASE WHEN log_file_id = {mark} THEN {empty} ELSE 0 END "
+        f"FROM step WHERE run_id = {mark}",
+        (log_file_id, run_id),
     ).fetchall()
     metrics = conn.exec_driver_sql(
-        f"SELECT step, name FROM metric WHERE run_id = {mark} AND rank = {mark}", (run_id, RANK)
+        f"SELECT rank, step, name FROM metric WHERE run_id = {mark}", (run_id,)
     ).fetchall()
-    return {int(s) for (s,) in steps}, {(int(s), str(n)) for s, n in metrics}
+    return (
+        {(int(r), int(s)): int(bits) for r, s, bits in steps},
+        {(int(r), int(s), str(n)) for r, s, n in metrics},
+    )
+
+
+def _fills(row: tuple[Any, ...], empty: int | None) -> bool:
+    """Whether a stored row (its empty columns' bits) lacks a value `row` has."""
+    if not empty:
+        return False
+    return any(empty & (1 << i) and value is not None for i, value in enumerate(row[2:]))
 
 
 def _source_row(session: Session, run_id: int, tracked: TrackedRun) -> m.LogFile:
@@ -176,14 +235,14 @@ def _owner(session: Session, inv: int, tracked: TrackedRun) -> str:
     return str(owner)
 
 
-def _times_and_fate(run_row: m.Run, tracked: TrackedRun, rows: list[tuple[Any, ...]]) -> None:
-    walls = [w for points in tracked.scalars.values() for _, _, w in points if w is not None]
+def _times_and_fate(run_row: m.Run, tracked: TrackedRun, wrote: bool) -> None:
+    walls = [p[3] for points in tracked.scalars.values() for p in points if p[3] is not None]
     if walls and run_row.started_at is None:
         run_row.started_at = datetime.fromtimestamp(min(walls), UTC)
     fate = tracked.fate
     if fate is None:
         return
-    if run_row.fate in (Fate.UNKNOWN, Fate.RUNNING, Fate.LOADING) or rows:
+    if run_row.fate in (Fate.UNKNOWN, Fate.RUNNING, Fate.LOADING) or wrote:
         run_row.fate = fate
         run_row.fate_reason = tracked.fate_reason
         if fate in FINAL_FATES and walls:

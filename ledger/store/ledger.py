@@ -258,6 +258,12 @@ class Ledger:
         with self._write() as (s, inv):
             runs.set_fate(s, inv, run, fate, reason)
 
+    def set_config(self, run: str, items: Mapping[str, str], source: str = "api") -> int:
+        """What `run` ran with, into run_config (the run is made if new); items told."""
+        with self._write() as (s, inv):
+            row, _ = lookup.ensure_run(s, inv, run)
+            return ingest.write_config(s, row.id, source, list(items.items()))
+
     def run_names(self) -> list[str]:
         """Every run's name, oldest first."""
         with self._read() as (s, inv):

@@ -124,6 +124,24 @@ class StepWriter:
         sent, refused, problem = self._send(self._metric_sql, metric_params, trusted)
         return report + StepWrite(metrics=sent, bad_rows=refused, problems=problem)
 
+    def fill(self, rows: Sequence[StepTuple]) -> tuple[int, StepWrite]:
+        """Give this log's stored rows the values they lack (`ledger import` re-reading a
+        tracker that has since logged another value at an old step): each column gets the
+        value given only where it is NULL, a stored value is never changed. Returns (rows
+        updated, what could not be stored as given)."""
+        params, report = self._checked(rows)
+        if not params:
+            return 0, report
+        mark = placeholder(self.conn.dialect.name)
+        sets = ", ".join(f'"{c}" = COALESCE("{c}", {mark})' for c in self.columns)
+        log = "IS NULL" if self.constants[1] == "NULL" else f"= {self.constants[1]}"
+        sql = (
+            f'UPDATE "step" SET {sets} WHERE run_id = {self.constants[0]} '
+            f"AND log_file_id {log} AND rank = {mark} AND step = {mark}"
+        )
+        self.conn.exec_driver_sql(sql, [(*r[2:], r[0], r[1]) for r in params])
+        return len(params), report
+
     def write_mappings(self, rows: Iterable[Mapping[str, Any]]) -> StepWrite:
         """Rows as mappings (`step`, `rank`, step columns; other keys become metrics)."""
         step_rows, metric_rows = split_mappings(rows, self.columns)
