@@ -13,13 +13,22 @@ change point), then times, in the same process and interleaved:
 - steps_frame: `Ledger.steps_frame(run, ["throughput"])` of both runs (goal: likewise).
 
 Prints medians over the repetitions and each figure's ratio to the raw fetch.
+
+With `--processes`, each figure is instead a whole fresh process, as a user runs it, the
+interleaved repetitions ordered round-robin: `python -c <raw fetch>` (a plain sqlite3 fetch
+of both runs' (step, throughput) rows, its interpreter start included: the reference),
+`ledger compare A B`, and a `python -c` that opens the ledger and builds both steps frames.
+`--db PATH` reuses a ledger built before (by this script, `--keep PATH`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,11 +72,76 @@ def timed(fn: object) -> float:
     return time.perf_counter() - start
 
 
+RUNS = ("eager_unpadded", "eager_dynamiccopy")
+RAW_FETCH = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for (run_id,) in db.execute("SELECT id FROM run ORDER BY id").fetchall():
+    db.execute(
+        "SELECT step, throughput FROM step WHERE run_id = ? ORDER BY rank, step", (run_id,)
+    ).fetchall()
+"""
+FRAMES = """
+import sys, ledger
+lg = ledger.open(sys.argv[1], create=False)
+for run in sys.argv[2:]:
+    lg.steps_frame(run, ["throughput"])
+"""
+
+
+def processes(path: Path, repeat: int) -> None:
+    """Whole commands in fresh processes, round-robin, medians and ratios to the raw fetch."""
+    ledger_cmd = [sys.executable, "-m", "ledger", "--db", str(path)]
+    commands = {
+        "raw": [sys.executable, "-c", RAW_FETCH, str(path)],
+        "compare": [*ledger_cmd, "compare", *RUNS],
+        "frames": [sys.executable, "-c", FRAMES, str(path), *RUNS],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    env = dict(os.environ)
+    for argv in commands.values():  # once each first: page cache, .pyc files
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True, env=env)
+            times[name].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"whole processes, medians of {repeat}, round-robin")
+    print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
+    print(
+        f"  ledger compare A B                         {med['compare']:7.3f} s   "
+        f"{med['compare'] / med['raw']:.2f}x raw (goal <= 0.8x)"
+    )
+    print(
+        f"  python -c <open, steps_frame of both runs> {med['frames']:7.3f} s   "
+        f"{med['frames'] / med['raw']:.2f}x raw (goal <= 0.8x)"
+    )
+    for name, values in times.items():
+        print(f"    {name}: " + " ".join(f"{v:.3f}" for v in values))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--processes", action="store_true", help="whole fresh processes")
+    parser.add_argument("--db", type=Path, help="a ledger this script built before")
+    parser.add_argument("--keep", type=Path, help="build the ledger here and keep it")
     args = parser.parse_args()
+
+    if args.processes:
+        if args.db is not None:
+            processes(args.db, args.repeat)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            path = args.keep or Path(tmp) / "ledger.db"
+            build(path, args.steps)
+            processes(path, args.repeat)
+        return
+    if args.keep is not None:
+        build(args.keep, args.steps)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ledger.db"

@@ -61,6 +61,7 @@ _NETRC = re.compile(
 # Every token below holds a run of 16 letters and digits; ordinary output seldom does.
 _ALNUM_RUN = re.compile(r"[A-Za-z0-9]{16,}")
 _TOKEN_CHARS = frozenset("_-.:/+=")
+_TOKEN_STARTS = re.compile(r"(?:^|[_\-.:/+=]|(?<=bot)(?=\d))(?=[A-Za-z0-9])")
 _VENDOR_SHAPES = re.compile(
     r"(?:"
     r"(?:SK|AC)[0-9a-fA-F]{32}"  # Twilio API key, account SID
@@ -132,8 +133,9 @@ def vendor_tokens(text: str) -> Iterator[tuple[int, int]]:
             end += 1
         done = end
         word = text[start:end]
-        for m in _VENDOR_SHAPES.finditer(word):
-            # a token stands alone within its word: not glued to letters or digits before it
-            before = word[max(m.start() - 3, 0) : m.start()]
-            if not before[-1:].isalnum() or (before == "bot" and m.group()[:1].isdigit()):
+        # A token stands alone in its word: it starts the word, follows one of the word's
+        # punctuation marks, or follows Telegram's `/bot` in a URL. Only there is it tried.
+        for at in _TOKEN_STARTS.finditer(word):
+            m = _VENDOR_SHAPES.match(word, at.end())
+            if m is not None:
                 yield start + m.start(), start + m.end()
