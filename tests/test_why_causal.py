@@ -141,3 +141,30 @@ def test_an_averaged_log_with_a_checkpoint_every_50_steps(
     added = float(re.search(r"adds about ([\d.]+) typical steps", top["claim"])[1])  # type: ignore[index]  # asserted by the search
     assert 2.0 <= added <= 3.0  # 250 ms of a 100 ms step
     assert lg.why("again", "mean").findings == []
+
+
+def _synchronous(seed: int, late_s: float) -> list[dict[str, Any]]:
+    """Two ranks of synchronous training: rank 1 waits `late_s` longer for each batch, and
+    rank 0 waits as long inside the step, at the collective; their intervals are equal."""
+    rows = hook_rows(600, seed=seed, ranks=2, step_s=0.1)
+    rng = np.random.default_rng(seed)
+    late = {}
+    for r in rows:
+        late.setdefault(r["step"], late_s * (1 + 0.3 * rng.standard_normal()))
+        if r["rank"] == 1:
+            r["wait_s"] += late[r["step"]]
+        else:
+            r["step_time_s"] += late[r["step"]] + abs(0.001 * rng.standard_normal())
+        r["throughput"] = r["tokens"] / (r["step_time_s"] + r["wait_s"])
+    return rows
+
+
+def test_a_straggler_of_synchronous_training_is_the_rank_the_others_wait_for() -> None:
+    ref = _run("even", _synchronous(11, 0.0))
+    result = diagnose(_run("late", _synchronous(12, 0.03)), ref)
+    kinds = [f.kind for f in result.findings]
+    assert kinds and kinds[0] == "straggler" and "data_wait" not in kinds, [
+        f.to_dict() for f in result.findings
+    ]
+    assert re.search(r"^rank 1 waited (29|30|31)[.\d]* ms longer", result.findings[0].claim)
+    assert diagnose(_run("even2", _synchronous(13, 0.0)), ref).findings == []

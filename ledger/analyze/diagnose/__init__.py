@@ -3,7 +3,7 @@
 Pure functions over plain data (ledger.analyze.diagnose.evidence): the store reads a
 `RunEvidence` for RUN and REF and what was recorded between them; `diagnose` states the
 difference as compare does (ledger.analyze.compare) and asks each family of findings
-(dynamo, memory, timing, gpu, config) what its evidence shows; then the symptoms a cause
+(dynamo, memory, timing, ranks, gpu, config) what its evidence shows; then the symptoms a cause
 covers are folded into it (ledger.analyze.diagnose.causal). A finding is made only when
 its test holds; docs/why.md lists every kind and the evidence it needs.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ledger.analyze.diagnose import causal, config, dynamo, gpu, memory, timing
+from ledger.analyze.diagnose import causal, config, dynamo, gpu, memory, ranks, timing
 from ledger.analyze.diagnose.evidence import ChangeRow, Pair, RunEvidence, Side, side
 from ledger.errors import LedgerError
 from ledger.model.analysis import RunAnalysis, RunComparison
@@ -28,7 +28,7 @@ from ledger.model.why import (
     WhyResult,
 )
 
-FAMILIES = (dynamo, memory, timing, gpu, config)
+FAMILIES = (dynamo, memory, timing, ranks, gpu, config)
 
 
 def analysed(ev: RunEvidence, threshold: float) -> tuple[RunAnalysis | None, str | None]:

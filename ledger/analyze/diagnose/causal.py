@@ -215,19 +215,23 @@ def _wait_beyond(pair: Pair) -> float:
 
 
 def _wait_in_spikes(pair: Pair) -> float:
-    """The share of what the slow steps added that was waiting between steps."""
-    run = pair.run
-    found = timing.spikes(run)
-    trace, costs = run.trace, run.costs
-    if found is None or trace is None or costs is None or trace.wait_s is None:
+    """The share of what the slow steps added that was waiting for data: the hook's wait_s
+    between steps, or a log's data time inside them."""
+    found = timing.spikes(pair.run)
+    columns = timing.wait_columns(pair.run)
+    if found is None or columns is None or not len(found.steps):
         return 0.0
-    at = np.searchsorted(trace.steps, found.steps)
-    typical = float(np.nanmedian(costs.cost[run.start :]))
-    extra = float(np.nansum(np.maximum(costs.cost[at] - typical, 0.0)))
-    wait = float(np.nansum(np.maximum(trace.wait_s[at], 0.0)))
-    if not (extra > 0 and math.isfinite(wait)):
+    steps, wait, total, _ = columns
+    at = np.isin(steps, found.steps)
+    if not at.any():
         return 0.0
-    ratio = wait / extra
+    typical_wait = float(np.median(wait))
+    typical_total = float(np.median(total))
+    extra = float(np.sum(np.maximum(total[at] - typical_total, 0.0)))
+    waited = float(np.sum(np.maximum(wait[at] - typical_wait, 0.0)))
+    if not (extra > 0 and math.isfinite(waited)):
+        return 0.0
+    ratio = waited / extra
     return min(1.0, ratio) if ratio >= HALF else 0.0
 
 

@@ -1,5 +1,5 @@
 """Findings about where wall time goes: `data_wait`, `step_spikes`, `throughput_drop`,
-`warmup`, `straggler`.
+`warmup` (a slow rank, `straggler`, is ledger.analyze.diagnose.ranks').
 
 Evidence: the steps' own columns (step_time_s, wait_s, tokens, wall_time, per-rank
 throughput) read through the same analysis as compare (ledger.analyze.run: the steady
@@ -20,9 +20,10 @@ import numpy as np
 from ledger.analyze.diagnose.dynamo import AFTER, COMPILES, compile_spikes
 from ledger.analyze.diagnose.evidence import Pair, Side, pct, score
 from ledger.analyze.diagnose.periodic import find_periodic
+from ledger.analyze.diagnose.ranks import late_rank
 from ledger.analyze.effective import find_stalls
 from ledger.analyze.robust import integrated_time
-from ledger.analyze.stats import batch_count, estimate_median
+from ledger.analyze.stats import batch_count
 from ledger.analyze.wording import short_value
 from ledger.model.why import Evidence, Finding
 
@@ -44,14 +45,14 @@ _DATA_TIME = re.compile(
 
 
 def findings(pair: Pair) -> list[Finding]:
-    found = [_data_wait(pair), _spikes(pair), _drop(pair), _warmup(pair), _straggler(pair)]
+    found = [_data_wait(pair), _spikes(pair), _drop(pair), _warmup(pair)]
     return [f for f in found if f is not None]
 
 
 # -- data_wait ----------------------------------------------------------------------------
 
 
-def _wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+def wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
     """(steps, wait s, step time s, what) of the steady window: the hook's wait_s, else a
     log's data-time field against the step time."""
     trace = side.trace
@@ -81,11 +82,24 @@ def _wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] 
 
 def wait_share(side: Side | None) -> float:
     """The share of the steady wall time spent waiting between steps (0 when unknown)."""
-    found = _wait_columns(side) if side is not None else None
+    found = wait_columns(side) if side is not None else None
     if found is None:
         return 0.0
     total = float(found[2].sum())
     return float(found[1].sum()) / total if total > 0 else 0.0
+
+
+def _steady_waits(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """wait_columns without the recurring slow steps: a checkpoint every 50 steps waits
+    between steps too, but it is a stall (step_spikes), not a loader that cannot keep up."""
+    found = wait_columns(side)
+    slow = spikes(side)
+    if found is None or slow is None or not len(slow.steps):
+        return found
+    keep = ~np.isin(found[0], slow.steps)
+    if keep.sum() < 20:
+        return found
+    return found[0][keep], found[1][keep], found[2][keep], found[3]
 
 
 def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
@@ -102,13 +116,15 @@ def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
 def _data_wait(pair: Pair) -> Finding | None:
     from scipy import stats
 
-    found = _wait_columns(pair.run)
+    if late_rank(pair.run, pair.threshold) is not None:
+        return None  # one rank waits, the others wait for it: the straggler finding says it
+    found = _steady_waits(pair.run)
     if found is None:
         return None
     steps, wait, total, what = found
     share = float(wait.sum() / total.sum())
     shares = _batch_shares(wait, total)
-    ref = _wait_columns(pair.ref) if pair.ref is not None else None
+    ref = _steady_waits(pair.ref) if pair.ref is not None else None
     ref_share = 0.0
     if ref is not None:
         ref_share = float(ref[1].sum() / ref[2].sum())
@@ -176,9 +192,10 @@ class Spikes:
 
 
 def spikes(side: Side) -> Spikes | None:
-    """The recurring slow steps no compile explains; None without steps. A log that prints
-    the mean of every N steps is read as N steps a line, and a phase of its lines that
-    rises every k lines is a stall every k × N steps (ledger.analyze.diagnose.periodic)."""
+    """The recurring slow steps no compile explains; None without steps: the slow outliers,
+    and the steps (or lines) of a phase that rises every k of them
+    (ledger.analyze.diagnose.periodic). A log that prints the mean of every N steps is read
+    as N steps a line: a phase that rises every k lines is a stall every k × N steps."""
     found = side.steady_costs()
     if found is None:
         return None
@@ -190,7 +207,8 @@ def spikes(side: Side) -> Spikes | None:
             work, cost = np.ones(len(mean_step)), mean_step
     split = find_stalls(work, cost)
     mask = split.mask.copy()
-    periodic = find_periodic(work, cost) if side.spacing > 1 else None
+    # on noisy steps a stall may hide from the outlier rule, never from its phase
+    periodic = find_periodic(work, cost)
     if periodic is not None:
         mask |= periodic.mask
     explained = _explained_steps(side)
@@ -408,66 +426,4 @@ def _warmup(pair: Pair) -> Finding | None:
         "Compilation at start: fewer distinct shapes early, a cache of compiled kernels "
         "kept between launches (TORCHINDUCTOR_CACHE_DIR), or a lighter compile mode.",
         symptom=f"the warm-up took {excess:,.3g}{unit} beyond a steady pace ({pct(share)})",
-    )
-
-
-# -- straggler ------------------------------------------------------------------------------
-
-
-def rank_ratios(side: Side) -> dict[int, np.ndarray] | None:
-    """Each rank's throughput over the median of all ranks at the same step, steady steps."""
-    trace = side.trace
-    if trace is None or trace.ranks is None or side.steady_from is None:
-        return None
-    r = trace.ranks
-    keep = (r.step >= side.steady_from) & np.isfinite(r.value) & (r.value > 0)
-    rank, step, value = r.rank[keep], r.step[keep], r.value[keep]
-    if len(np.unique(rank)) < 2:
-        return None
-    steps, step_at = np.unique(step, return_inverse=True)
-    names, rank_at = np.unique(rank, return_inverse=True)
-    grid = np.full((len(steps), len(names)), np.nan)  # one row per step, one column per rank
-    grid[step_at, rank_at] = value
-    with np.errstate(all="ignore"):
-        ratio = grid / np.nanmedian(grid, axis=1)[:, None]
-    return {int(k): ratio[:, i][np.isfinite(ratio[:, i])] for i, k in enumerate(names)}
-
-
-def _straggler(pair: Pair) -> Finding | None:
-    ratios = rank_ratios(pair.run)
-    if ratios is None:
-        return None
-    estimates = {k: estimate_median(v[v > 0]) for k, v in ratios.items() if len(v) >= 10}
-    if len(estimates) < 2:
-        return None
-    slow = min(estimates, key=lambda k: estimates[k].value)
-    est = estimates[slow]
-    ci = est.interval()
-    if not (est.value <= 1 - pair.threshold and ci is not None and ci[1] < 1 - pair.threshold / 2):
-        return None
-    ref_ratios = rank_ratios(pair.ref) if pair.ref is not None else None
-    ref_value = None
-    if ref_ratios is not None and slow in ref_ratios and len(ref_ratios[slow]) >= 10:
-        ref_value = float(np.median(ref_ratios[slow]))
-        if ref_value <= est.value + pair.threshold / 2:
-            return None  # as slow in the reference: not this difference
-    gap = 1 - est.value
-    than = f" ({pair.ref_name}: {pct(1 - ref_value)} behind)" if ref_value is not None else ""
-    claim = (
-        f"rank {slow} ran {pct(gap)} slower than the median rank over {len(ratios[slow]):,} "
-        f"steady steps{than}: one straggler holds back every collective"
-    )
-    return Finding(
-        "straggler",
-        claim + ".",
-        score(pair, 0.75, gap),
-        [
-            Evidence(
-                "step",
-                f"rank {slow}: median {est.value:.3f} of the ranks' median, "
-                f"95 % interval {ci[0]:.3f}–{ci[1]:.3f}",
-            )
-        ],
-        f"Look at rank {slow}'s GPU and host: clocks, temperature and throttle reasons, its "
-        "links, its CPU binding and data shard; drain or swap the node.",
     )
