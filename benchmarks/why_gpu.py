@@ -334,7 +334,7 @@ def main() -> int:
         return _worker(sys.argv[2:])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
-    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--steps", type=int, default=None, help="default: 1000 (cuda), 120 (cpu)")
     p.add_argument("--log-every", type=int, default=None, help="default: 10 (cuda), 2 (cpu)")
     p.add_argument("--cases", default=None, help="comma-separated (default: all the device can)")
     p.add_argument("--twins", type=int, default=2, help="twin runs (other seeds)")
@@ -349,6 +349,7 @@ def main() -> int:
         raise SystemExit("Error: no CUDA device (use --device cpu for the reduced form)")
     plan = GPU if cuda else CPU
     args.log_every = args.log_every or (10 if cuda else 2)
+    args.steps = args.steps or (1000 if cuda else 120)
     gpus = torch.cuda.device_count() if cuda else 0
     if args.cases:
         names = [c.strip() for c in args.cases.split(",") if c.strip()]

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from ledger.analyze.diagnose import config, dynamo, gpu, timing
-from ledger.analyze.diagnose.evidence import Pair, pct
+from ledger.analyze.diagnose.evidence import GpuRow, Pair, pct
 from ledger.model.why import CAUSE_KINDS, SYMPTOM_KINDS, Evidence, Finding
 
 HALF = 0.5
@@ -181,7 +181,7 @@ def _near_fraction(at: np.ndarray | None, steps: np.ndarray, slack: int) -> floa
     return float(np.mean(near))
 
 
-def _idle_rows(pair: Pair) -> list[gpu.GpuRow]:
+def _idle_rows(pair: Pair) -> list[GpuRow]:
     return [
         g
         for g in gpu.steady_samples(pair.run)
@@ -194,7 +194,7 @@ def _idle_steps(pair: Pair) -> np.ndarray | None:
     return np.array(sorted(steps), dtype=np.int64) if len(steps) >= gpu.MIN_SAMPLES else None
 
 
-def _busy(samples: list[gpu.GpuRow]) -> float | None:
+def _busy(samples: list[GpuRow]) -> float | None:
     util = [g.utilization_pct for g in samples if g.utilization_pct is not None]
     return float(np.median(util)) if len(util) >= gpu.MIN_SAMPLES else None
 
