@@ -123,6 +123,8 @@ class Side:
     start: int  # index of the first steady step in the trace
     # steps per row: 1 for the hook; N for a log that prints one line (the mean) every N steps
     spacing: int = 1
+    # what the findings work out of this side more than once (its slow steps), by name
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -25,12 +25,13 @@ MAX_PERIOD = 20  # lines
 MIN_CYCLES = 5
 ABOVE = 0.8
 RISE = 0.03
-MAX_LINES = 20_000  # the test reads the latest lines only
+MAX_LINES = 4_000  # the test reads the latest lines only (hundreds of cycles of 20)
 
 
 @dataclass(frozen=True)
 class Periodic:
-    """A phase of the lines that rises: which lines (in the window's index), every k."""
+    """A phase of the lines that rises: its lines that rose (in the window's index), and
+    the period k."""
 
     every: int  # lines
     mask: np.ndarray
@@ -45,17 +46,29 @@ def find_periodic(work: np.ndarray, cost: np.ndarray) -> Periodic | None:
         per_work = cost[offset:] / work[offset:]
     usable = np.isfinite(per_work) & (per_work > 0)
     m = len(per_work)
+    if usable.sum() < 2 * MIN_CYCLES:
+        return None
+    overall = float(np.median(per_work[usable]))
     for k in range(2, min(MAX_PERIOD, m // MIN_CYCLES) + 1):
         for phase in range(k):
             at = np.zeros(m, dtype=bool)
             at[phase::k] = True
-            mine, rest = per_work[at & usable], per_work[~at & usable]
-            if len(mine) < MIN_CYCLES or len(rest) < MIN_CYCLES:
+            mine = per_work[at & usable]
+            # a phase whose median is above the rest's is above the median of all: the
+            # cheap test first, the quantiles of the rest only for the phases it passes
+            if len(mine) < MIN_CYCLES or np.median(mine) < overall:
+                continue
+            rest = per_work[~at & usable]
+            if len(rest) < MIN_CYCLES:
                 continue
             high = float(np.quantile(rest, 0.9))
             middle = float(np.median(rest))
             if np.mean(mine > high) >= ABOVE and np.median(mine) >= middle * (1 + RISE):
+                # the lines of that phase over the whole window that rose
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    every = cost / work
                 mask = np.zeros(n, dtype=bool)
-                mask[offset:] = at & usable
+                mask[(offset + phase) % k :: k] = True
+                mask &= np.isfinite(every) & (every > middle * (1 + RISE))
                 return Periodic(k, mask)
     return None

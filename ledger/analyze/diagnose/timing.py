@@ -192,6 +192,14 @@ class Spikes:
 
 
 def spikes(side: Side) -> Spikes | None:
+    """The recurring slow steps no compile explains (worked out once a side: _spikes)."""
+    if "spikes" not in side.memo:
+        side.memo["spikes"] = _find_spikes(side)
+    found = side.memo["spikes"]
+    return found if isinstance(found, Spikes) else None
+
+
+def _find_spikes(side: Side) -> Spikes | None:
     """The recurring slow steps no compile explains; None without steps: the slow outliers,
     and the steps (or lines) of a phase that rises every k of them
     (ledger.analyze.diagnose.periodic). A log that prints the mean of every N steps is read
