@@ -62,15 +62,17 @@ def fold(pair: Pair, found: list[Finding]) -> list[Finding]:
             kept.append(symptom)
         else:
             folded[best[2]].append(symptom)
-    out = [_merged(pair, cause, folded[i]) for i, cause in enumerate(causes)]
+    # the warm-up's compiling is said once, by the first compile finding (recompiles)
+    first = next((i for i, c in enumerate(causes) if c.kind in COMPILE_KINDS), None)
+    out = [_merged(pair, cause, folded[i], i == first) for i, cause in enumerate(causes)]
     others = [f for f in found if f.kind not in CAUSE_KINDS and f.kind not in SYMPTOM_KINDS]
     return out + kept + others
 
 
-def _merged(pair: Pair, cause: Finding, symptoms: list[Finding]) -> Finding:
+def _merged(pair: Pair, cause: Finding, symptoms: list[Finding], warm_up: bool) -> Finding:
     leads = [s.symptom or s.claim.rstrip(".") for s in symptoms]
     explains = [s.kind for s in symptoms]
-    if cause.kind in COMPILE_KINDS and "warmup" not in explains:
+    if warm_up and "warmup" not in explains:
         warm = _compiled_warmup(pair)
         if warm is not None:
             leads.append(warm)
