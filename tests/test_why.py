@@ -252,3 +252,34 @@ def test_a_data_wait_from_a_logs_data_time(lg: Any, tmp_path: Path) -> None:
     assert top["kind"] == "data_wait" and "data_time" in top["claim"], out["findings"]
     lg.ingest(_mmengine_log(tmp_path / "train_quick2.log", 63, 0.005))
     assert lg.why("quick2", "quick").findings == []
+
+
+def test_the_flags_of_the_command_the_hook_recorded_are_settings(lg: Any, db_url: str) -> None:
+    from helpers import db_rows
+    from sqlalchemy import create_engine, text
+
+    lg.write_steps("batch8", hook_rows(800, seed=61, tokens=8192))
+    lg.write_steps("batch4", hook_rows(800, seed=62, tokens=4096, step_s=0.3))
+    ids = dict((name, id_) for id_, name in db_rows(db_url, "SELECT id, name FROM run"))
+    commands = {
+        "batch8": "train.py --batch-size 8 --seed 1 --out-dir /runs/a --compile",
+        "batch4": "train.py --batch-size 4 --seed 2 --out-dir /runs/b --compile",
+    }
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        for name, command in commands.items():
+            for key, value in (("command", command), ("torch", "2.6.0")):
+                conn.execute(
+                    text(
+                        "INSERT INTO run_config (run_id, source, key, value) "
+                        "VALUES (:r, 'hook', :k, :v)"
+                    ),
+                    {"r": ids[name], "k": key, "v": value},
+                )
+    engine.dispose()
+    out = _check_shape(lg.why("batch4", "batch8"))
+    top = out["findings"][0]
+    assert top["kind"] == "config_change", out["findings"]
+    assert "--batch-size 4" in top["claim"] and "--batch-size 8" in top["claim"]
+    assert "seed" not in top["claim"] and "out-dir" not in top["claim"]
+    assert "compile" not in top["claim"]  # the same in both

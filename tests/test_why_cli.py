@@ -122,3 +122,22 @@ def test_the_report_has_a_why_card_for_the_slower_attempt(lg: Any, tmp_path: Pat
     assert starved is not None and starved.findings[0].kind == "data_wait"
     page = lg.write_report(tmp_path / "report.html").read_text()
     assert page.count('class="card why"') == 1 and "data_wait" in page
+
+
+def test_a_folded_symptom_is_said_under_its_cause(lg: Any, tmp_path: Path) -> None:
+    from why_data import nvidia_smi_csv
+
+    lg.write_steps("fed", hook_rows(600, seed=1, wait_s=0.002))
+    lg.write_steps("starved", hook_rows(600, seed=2, wait_s=0.45))
+    for name, utils in (("fed", [97, 96, 98, 97]), ("starved", [50, 48, 52, 51])):
+        for probe in range(2):
+            lg.probe(name, ["cat", str(nvidia_smi_csv(tmp_path / f"{name}{probe}.txt", utils))])
+    out = run_json("why", "starved", "--against", "fed")
+    assert [f["kind"] for f in out["findings"]] == ["data_wait"], out["findings"]
+    finding = out["findings"][0]
+    assert finding["explains"] == ["gpu_idle"] and finding["claim"].startswith("the GPUs waited")
+    assert any(e["table"] == "gpu_sample" and "id" in e for e in finding["evidence"])
+    text = run_cli("why", "starved", "--against", "fed").stdout.splitlines()
+    assert text[text.index(next(t for t in text if t.startswith("1. [data_wait,"))) + 1] == (
+        "   explains: gpu_idle"
+    )

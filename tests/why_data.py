@@ -140,3 +140,55 @@ def nvidia_smi_csv(path: Path, utils: list[float]) -> Path:
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def utilisation_along(
+    rows: list[dict[str, Any]], util: Callable[[int], float], every_s: float = 5.0
+) -> list[tuple[int | None, float]]:
+    """What an NVML sampler every `every_s` seconds sees along hook rows (one rank): at
+    each sample, the last finished step (None before the first) and the utilisation of
+    the step in progress, `util(step)`."""
+    ends = np.array([r["wall_time"] for r in rows])
+    steps = [int(r["step"]) for r in rows]
+    begin = ends[0] - rows[0]["step_time_s"] - (rows[0]["wait_s"] or 0.0)
+    out: list[tuple[int | None, float]] = []
+    t = begin + every_s
+    while t < ends[-1]:
+        running = int(np.searchsorted(ends, t))  # the first step not finished at t
+        out.append((steps[running - 1] if running else None, util(steps[running])))
+        t += every_s
+    return out
+
+
+def megatron_log(
+    path: Path,
+    steps: int,
+    *,
+    seed: int,
+    every: int = 10,
+    step_s: float = 0.1,
+    noise: float = 0.02,
+    extra_s: Callable[[int], float] = lambda s: 0.0,
+) -> Path:
+    """A Megatron-LM log: a line every `every` iterations with the mean time per iteration
+    over them (ms), TFLOP/s of that mean, and a timestamp to the second."""
+    rng = np.random.default_rng(seed)
+    t = START
+    spent = 0.0
+    lines = []
+    for s in range(1, steps + 1):
+        d = step_s * (1 + _noise(rng, noise)) * (4.0 if s <= 5 else 1.0) + extra_s(s)
+        spent += d
+        t += timedelta(seconds=d)
+        if s % every == 0:
+            mean = spent / every
+            lines.append(
+                f" [{t:%Y-%m-%d %H:%M:%S}] iteration {s:>8}/{steps:>8} | consumed samples: "
+                f"{8 * s:>10} | elapsed time per iteration (ms): {1000 * mean:.1f} | throughput "
+                f"per GPU (TFLOP/s/GPU): {10.0 * step_s / mean:.1f} | learning rate: "
+                f"1.000000E-04 | global batch size:     8 | lm loss: {9 / (1 + s / 200):.6E} | "
+                "loss scale: 1.0 | grad norm: 1.234 | number of skipped iterations:   0 |"
+            )
+            spent = 0.0
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -54,6 +54,8 @@ def render_why(result: WhyResult) -> str:
     for number, f in enumerate(result.findings, 1):
         lines.append("")
         lines.append(f"{number}. {finding_line(f)}")
+        if f.explains:
+            lines.append(f"   explains: {', '.join(f.explains)}")
         for e in f.evidence:
             where = f"{e.table}" + (f" #{e.id}" if e.id is not None else "")
             lines.append(f"     {where}: {e.text}")

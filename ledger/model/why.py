@@ -29,6 +29,24 @@ FINDING_KINDS: tuple[str, ...] = (
     "warmup",
 )
 
+# Causes and the symptoms they explain (docs/why.md, "causes before symptoms"): a symptom
+# whose evidence a cause's evidence covers (the same steps, the same time) is folded into
+# that cause; a symptom no cause covers stays a finding of its own.
+CAUSE_KINDS: tuple[str, ...] = (
+    "recompiles",
+    "graph_breaks",
+    "oom",
+    "memory_growth",
+    "memory_pressure",
+    "data_wait",
+    "throttling",
+    "straggler",
+    "config_change",
+    "version_change",
+    "patch",
+)
+SYMPTOM_KINDS: tuple[str, ...] = ("gpu_idle", "step_spikes", "throughput_drop", "warmup")
+
 # What the reference of a `why` is: another run, the investigation's baseline (a number),
 # or nothing (findings then come from the run's own evidence alone).
 AGAINST_RUN = "run"
@@ -58,22 +76,30 @@ class Evidence(Record):
 @dataclasses.dataclass(frozen=True)
 class Finding(Record):
     """One likely cause: a sentence, how strongly the evidence supports it as a cause of
-    this difference (0-1), the rows that show it, and what to try next."""
+    this difference (0-1), the rows that show it, and what to try next. `explains`: the
+    symptoms folded into it (their evidence follows its own); `--json` has the key only
+    when it explains something. `symptom`: for a symptom, how the cause that explains it
+    says it (a clause, not in `--json`)."""
 
     kind: str
     claim: str
     score: float
     evidence: list[Evidence]
     next: str
+    explains: list[str] = dataclasses.field(default_factory=list)
+    symptom: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "kind": self.kind,
             "claim": self.claim,
             "score": round(self.score, 3),
             "evidence": [e.to_dict() for e in self.evidence],
             "next": self.next,
         }
+        if self.explains:
+            out["explains"] = list(self.explains)
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,8 @@
 steps (wait_s included), memory per step, the counters the findings read (dynamo's,
 data time), log events, GPU samples (the hook's and the probes'), and run_config; and
 what was recorded between them (RUN's patch, its files and hypothesis, when REF does not
-share it). The analysis (ledger.analyze.diagnose) runs after the session closes.
+share it). The flags of the command line the hook recorded are read as settings too.
+The analysis (ledger.analyze.diagnose) runs after the session closes.
 
 The reference, unless named: the investigation's best other run (the highest mean
 throughput over the second half of its steps, in RUN's unit, at least MIN_STEPS steps),
@@ -12,6 +13,7 @@ else the baseline number, else nothing (RUN's own evidence only).
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.store import compare
 from ledger.store.columnar import fetch_floats
+from ledger.store.deploys import split_flags
 from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
 
@@ -47,7 +50,7 @@ EVENTS_KEPT = 2000
 SAMPLES_KEPT = 5000
 # Counters the findings read: dynamo's (the hook) and a log's data-time fields.
 METRICS = re.compile(
-    r"^dynamo_(?:recompiles|graph_breaks)$|^(?:train[/_.])?(?:data(?:_?time|_?load(?:ing)?"
+    r"^dynamo_(?:recompiles|graph_breaks|frames_compiled)$|^(?:train[/_.])?(?:data(?:_?time|_?load(?:ing)?"
     r"(?:_time)?|loader(?:_time)?|_wait)|time[/_.]data|load_time)(?:_s)?$",
     re.IGNORECASE,
 )
@@ -291,7 +294,25 @@ def _config(session: Session, run_id: int) -> tuple[ConfigRow, ...]:
     rows = session.scalars(
         select(m.RunConfig).where(m.RunConfig.run_id == run_id).order_by(m.RunConfig.key)
     ).all()
-    return tuple(ConfigRow(r.key, r.value, r.source) for r in rows)
+    out = [ConfigRow(r.key, r.value, r.source) for r in rows]
+    have = {r.key for r in rows}
+    for r in rows:
+        if r.key == "command" and r.source == "hook" and r.value:
+            # the hook keeps the command line whole: its flags are settings like a relaunch's
+            out += [
+                ConfigRow(key, value, r.source)
+                for key, value in _command_flags(r.value)
+                if key not in have
+            ]
+    return tuple(out)
+
+
+def _command_flags(command: str) -> list[tuple[str, str]]:
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unclosed quote: read the words as they are
+        words = command.split()
+    return split_flags(words)
 
 
 def changes_between(session: Session, ref: m.Run | None, run: m.Run) -> list[ChangeRow]:

@@ -3,8 +3,9 @@
 Pure functions over plain data (ledger.analyze.diagnose.evidence): the store reads a
 `RunEvidence` for RUN and REF and what was recorded between them; `diagnose` states the
 difference as compare does (ledger.analyze.compare) and asks each family of findings
-(dynamo, memory, timing, gpu, config) what its evidence shows. A finding is made only
-when its test holds; docs/why.md lists every kind and the evidence it needs.
+(dynamo, memory, timing, ranks, gpu, config) what its evidence shows; then the symptoms a cause
+covers are folded into it (ledger.analyze.diagnose.causal). A finding is made only when
+its test holds; docs/why.md lists every kind and the evidence it needs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ledger.analyze.diagnose import config, dynamo, gpu, memory, timing
+from ledger.analyze.diagnose import causal, config, dynamo, gpu, memory, ranks, timing
 from ledger.analyze.diagnose.evidence import ChangeRow, Pair, RunEvidence, Side, side
 from ledger.errors import LedgerError
 from ledger.model.analysis import RunAnalysis, RunComparison
@@ -27,7 +28,7 @@ from ledger.model.why import (
     WhyResult,
 )
 
-FAMILIES = (dynamo, memory, timing, gpu, config)
+FAMILIES = (dynamo, memory, timing, ranks, gpu, config)
 
 
 def analysed(ev: RunEvidence, threshold: float) -> tuple[RunAnalysis | None, str | None]:
@@ -103,6 +104,8 @@ def _diagnose(
         except (ValueError, FloatingPointError, ZeroDivisionError, IndexError) as exc:
             # one family's arithmetic on odd data must not hide the others: said, not lost
             notes.append(f"{family.__name__.rsplit('.', 1)[-1]} findings skipped: {exc}")
+    # causes before symptoms: a symptom a cause's evidence covers is said inside it
+    found = causal.fold(pair, found)
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     found.sort(key=lambda f: (-f.score, order.get(f.kind, len(order))))
     return _result(

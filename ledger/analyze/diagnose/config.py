@@ -27,12 +27,13 @@ NOISE = re.compile(
     r"(?:^|[._-])(?:host(?:name)?|node(?:name)?|pid|port|addr|master_\w+|date|time(?:stamp)?"
     r"|run_?name|run_?id|job_?id|uuid|seed|output_?dir|out_?dir|logging_?dir|log_?dir"
     r"|save_?dir|checkpoint_?dir|ckpt_?dir|resume\w*|wandb\w*|tags?|notes?|command|cwd"
-    r"|local_rank|rank|dirty|commit)$",
+    r"|local_rank|rank|dirty|commit|db|log_?file|ckpt_?path|checkpoint_?path|save_?path"
+    r"|out(?:put)?_?path)$",
     re.IGNORECASE,
 )
 PERF = re.compile(
     r"budget|batch|compile|seq|len|precision|dtype|bf16|fp16|amp|worker|accum|nccl|torch"
-    r"|cuda|omp|thread|flash|attn|checkpointing|shard|fsdp|zero|world_size|nproc|pad|bucket",
+    r"|cuda|omp|thread|flash|attn|attention|sdpa|tf32|matmul|checkpointing|shard|fsdp|zero|world_size|nproc|pad|bucket",
     re.IGNORECASE,
 )
 SOURCES = ("hook", "log", "deploy", "api", "import")  # whose word wins for one key

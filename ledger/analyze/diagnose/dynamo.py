@@ -19,6 +19,7 @@ STORM = 2  # recompiles from which they are a finding (a limit hit counts at onc
 AFTER = 2  # steps after an event in which its compilation shows
 SLOW = 2.0  # a step costing this many typical steps is a compile spike
 SHOWN = 4  # events quoted as evidence
+LAG = 8  # rows before a step where a hook counter rose in which its compilation may be
 
 _FUNCTION = re.compile(r"function '(?P<fn>[^']+)'|recompiling (?P<fn2>\S+)")
 _REASON = re.compile(r"last reason: (?P<reason>.*)")
@@ -43,35 +44,72 @@ def counted(side: Side | None, kind: str, metric: str) -> int:
     return max(told, hook)
 
 
-def spikes_after(side: Side, at_steps: list[int]) -> list[tuple[int, float, float]]:
-    """(step, cost, typical cost) of the steps within AFTER steps after `at_steps` that
-    cost at least SLOW typical steps."""
-    trace, costs = side.trace, side.costs
-    if trace is None or costs is None or not at_steps:
+def compile_spikes(
+    side: Side | None, kinds: tuple[str, ...], metrics: tuple[str, ...]
+) -> list[tuple[int, float, float]]:
+    """(step, cost, typical cost) of the steps that compiled, warm-up included: the steps
+    within AFTER rows after a warning of `kinds` in the log, or around a step where one of
+    the hook's counters `metrics` rose (it is read while the step compiles, or up to a
+    flush later: LAG rows before it), that cost at least SLOW typical steady steps."""
+    if side is None or side.trace is None or side.costs is None:
         return []
+    trace, costs = side.trace, side.costs
     steady = costs.cost[side.start :]
     finite = steady[np.isfinite(steady)]
     if len(finite) < 5:
         return []
     typical = float(np.median(finite))
-    out = []
+    n = len(trace.steps)
+    windows: list[tuple[int, int]] = []
+    for e in side.ev.events_of(*kinds):
+        if e.step is None:
+            continue
+        lo = int(np.searchsorted(trace.steps, e.step, side="left"))
+        hi = lo + AFTER
+        while hi >= lo and hi < n and trace.steps[hi] > e.step + AFTER * side.spacing:
+            hi -= 1
+        windows.append((lo, hi))
+    for name in metrics:
+        found = side.ev.metrics.get(name)
+        if found is None:
+            continue
+        at, values = found
+        ok = np.isfinite(values)
+        at, values = at[ok], values[ok]
+        rose = np.flatnonzero(np.diff(np.concatenate([[0.0], values])) > 0)
+        last = -1
+        for k in rose:
+            i = int(np.searchsorted(trace.steps, at[k], side="right")) - 1
+            # read while step i + 1 compiled, or up to a flush after the step that did
+            windows.append((max(last + 1, i - LAG, 0), i + 1))
+            last = i
+    out: list[tuple[int, float, float]] = []
     seen: set[int] = set()
-    for s in at_steps:
-        lo = int(np.searchsorted(trace.steps, s, side="left"))
-        for i in range(lo, min(lo + AFTER + 1, len(trace.steps))):
-            if trace.steps[i] > s + AFTER or i in seen:
-                continue
+    for lo, hi in windows:
+        for i in range(max(lo, 0), min(hi, n - 1) + 1):
             c = float(costs.cost[i])
-            if np.isfinite(c) and c >= SLOW * typical:
+            if i not in seen and np.isfinite(c) and c >= SLOW * typical:
                 seen.add(i)
                 out.append((int(trace.steps[i]), c, typical))
+    out.sort()
     return out
 
 
-def _spike_share(side: Side, spikes: list[tuple[int, float, float]]) -> float | None:
-    if side.costs is None or not spikes:
+RECOMPILES = (("recompile",), ("dynamo_recompiles",))
+GRAPH_BREAKS = (("graph_break",), ("dynamo_graph_breaks",))
+# every compilation, the first included: what a warm-up spent compiling
+COMPILES = (
+    ("recompile", "graph_break"),
+    ("dynamo_frames_compiled", *RECOMPILES[1], *GRAPH_BREAKS[1]),
+)
+
+
+def compile_share(side: Side | None, spikes: list[tuple[int, float, float]]) -> float | None:
+    """The share of the run's wall time (warm-up included) its compiling steps took beyond
+    a typical step; None without spikes."""
+    if side is None or not spikes:
         return None
-    total = float(np.nansum(side.costs.cost))
+    total = side.total_cost()
     extra = sum(c - t for _, c, t in spikes)
     return extra / total if total > 0 else None
 
@@ -82,6 +120,22 @@ def _spike_evidence(spikes: list[tuple[int, float, float]], seconds: bool) -> li
         Evidence("step", f"step {s:,} cost {c:.3g}{unit}, a typical step {t:.3g}{unit}", line=s)
         for s, c, t in spikes[:SHOWN]
     ]
+
+
+def _compiled_claim(
+    pair: Pair, spikes: list[tuple[int, float, float]], share: float | None, ref_share: float
+) -> str:
+    if not spikes or share is None:
+        return ""
+    seconds = sum(c - t for _, c, t in spikes)
+    took = f"{seconds:,.3g} s, " if pair.run.costs is not None and pair.run.costs.in_seconds else ""
+    warm = pair.run.steady_from
+    inside = warm is not None and any(s < warm for s, _, _ in spikes)
+    than = f"; {pair.ref_name}: {pct(ref_share)}" if pair.ref is not None else ""
+    return (
+        f"; the {len(spikes)} steps that compiled took {took}{pct(share)} of the run's wall time"
+        f"{' (warm-up included)' if inside else ''} beyond a typical step{than}"
+    )
 
 
 def _quoted(events: list[EventRow]) -> list[EventRow]:
@@ -117,12 +171,12 @@ def _recompiles(pair: Pair) -> Finding | None:
     if not (storm or (limit and not limit_ref)):
         return None
     at = [e.step for e in events if e.step is not None]
-    spikes = spikes_after(run, at)
-    followed = len({s for s, _, _ in spikes})
-    share = _spike_share(run, spikes)
+    spikes = compile_spikes(run, *RECOMPILES)
+    share = compile_share(run, spikes)
+    ref_share = compile_share(ref, compile_spikes(ref, *RECOMPILES)) or 0.0
     strength = 0.6 + (0.15 if limit else 0.0) + (0.1 if n >= 8 else 0.0)
-    if at:
-        strength += 0.15 * min(1.0, followed / max(1, len(at)))
+    if spikes:
+        strength += 0.15 * min(1.0, len(spikes) / max(1, len(at) or n))
     fn, reason = _function(events), _reason(events)
     what = f"{fn}" if fn else "a compiled function"
     claim = f"torch.compile recompiled {what} {n} times ({pair.ref_name}: {n_ref})"
@@ -130,17 +184,17 @@ def _recompiles(pair: Pair) -> Finding | None:
         claim += " and hit its recompile limit, after which the function runs uncompiled"
     if reason:
         claim += f"; last reason: {reason[:160]}"
-    if spikes and share is not None:
-        claim += f"; {followed} slow steps right after them cost {pct(share)} of the run's time"
+    claim += _compiled_claim(pair, spikes, share, ref_share)
     evidence = [e.evidence() for e in _quoted(events)]
     if not events:
         evidence.append(Evidence("metric", f"the hook counted {n} recompilations"))
     seconds = run.costs is not None and run.costs.in_seconds
     evidence += _spike_evidence(spikes, seconds)
+    # compile time is the recompiles' cost wherever it falls, the warm-up included
     return Finding(
         kind="recompiles",
         claim=claim + ".",
-        score=score(pair, strength, share if not limit else None),
+        score=score(pair, strength, None if share is None else share - ref_share, whole=True),
         evidence=evidence,
         next=(
             "Find what the last reason's guard watches (a closure or mask object made anew "
@@ -167,8 +221,9 @@ def _graph_breaks(pair: Pair) -> Finding | None:
     new = places - ref_places
     if not (n > n_ref and (new or not places) and n >= 1):
         return None
-    spikes = spikes_after(run, [e.step for e in events if e.step is not None])
-    share = _spike_share(run, spikes)
+    spikes = compile_spikes(run, *GRAPH_BREAKS)
+    share = compile_share(run, spikes)
+    ref_share = compile_share(ref, compile_spikes(ref, *GRAPH_BREAKS)) or 0.0
     strength = 0.45 + (0.1 if len(new) > 1 else 0.0) + (0.1 if n >= 5 else 0.0)
     strength += 0.15 if spikes else 0.0
     reason = _reason(events)
@@ -176,8 +231,7 @@ def _graph_breaks(pair: Pair) -> Finding | None:
     claim = f"dynamo broke the graph {n} times{where} ({pair.ref_name}: {n_ref})"
     if reason:
         claim += f"; reason: {reason[:160]}"
-    if spikes and share is not None:
-        claim += f"; {len(spikes)} slow steps right after them cost {pct(share)} of the run's time"
+    claim += _compiled_claim(pair, spikes, share, ref_share)
     evidence = [e.evidence() for e in _quoted(events)]
     if not events:
         evidence.append(Evidence("metric", f"the hook counted {n} graph breaks"))
@@ -185,7 +239,7 @@ def _graph_breaks(pair: Pair) -> Finding | None:
     return Finding(
         kind="graph_breaks",
         claim=claim + ".",
-        score=score(pair, strength, share),
+        score=score(pair, strength, None if share is None else share - ref_share, whole=True),
         evidence=evidence,
         next=(
             "Each break splits the compiled graph and runs Python in between: rewrite the "

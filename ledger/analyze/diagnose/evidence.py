@@ -121,6 +121,10 @@ class Side:
     trace: Trace | None
     costs: StepCosts | None
     start: int  # index of the first steady step in the trace
+    # steps per row: 1 for the hook; N for a log that prints one line (the mean) every N steps
+    spacing: int = 1
+    # what the findings work out of this side more than once (its slow steps), by name
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -137,6 +141,30 @@ class Side:
         s = slice(self.start, None)
         return self.trace.steps[s], self.costs.work[s], self.costs.cost[s]
 
+    def total_cost(self) -> float:
+        """What all its steps cost, warm-up included (seconds, or the costs' units)."""
+        if self.costs is None:
+            return math.nan
+        return float(np.nansum(self.costs.cost))
+
+    def wall_rate(self) -> float:
+        """Work per unit of cost over every step, warm-up included; NaN without costs."""
+        if self.costs is None:
+            return math.nan
+        work, cost = self.costs.work, self.costs.cost
+        ok = np.isfinite(work) & np.isfinite(cost) & (cost > 0)
+        total = float(cost[ok].sum())
+        return float(work[ok].sum()) / total if total > 0 else math.nan
+
+
+def row_spacing(steps: np.ndarray) -> int:
+    """Steps per row: the median gap between logged step numbers (1 for every step)."""
+    if len(steps) < 3:
+        return 1
+    gaps = np.diff(steps)
+    gaps = gaps[gaps > 0]
+    return max(1, int(np.median(gaps))) if len(gaps) else 1
+
 
 def side(ev: RunEvidence, analysis: RunAnalysis | None) -> Side:
     if ev.columns is None or len(ev.columns) == 0 or analysis is None:
@@ -145,7 +173,7 @@ def side(ev: RunEvidence, analysis: RunAnalysis | None) -> Side:
         trace = build_trace(ev.columns)
         start = int(np.searchsorted(trace.steps, analysis.steady_from_step))
         costs = step_costs(trace, start)
-    return Side(ev, analysis, trace, costs, start)
+    return Side(ev, analysis, trace, costs, start, row_spacing(trace.steps[start:]))
 
 
 @dataclass(frozen=True)
@@ -165,14 +193,32 @@ class Pair:
     def ref_name(self) -> str:
         return self.ref.name if self.ref is not None else "the reference"
 
+    @property
+    def wall_slowdown(self) -> float | None:
+        """How much less work per second of wall clock RUN did than REF over all their
+        steps, warm-up included (what a cost that falls in the warm-up is weighed
+        against); None without a REF run whose costs are in the same terms."""
+        if self.ref is None or self.run.costs is None or self.ref.costs is None:
+            return None
+        if self.run.costs.in_seconds != self.ref.costs.in_seconds:
+            return None
+        run, ref = self.run.wall_rate(), self.ref.wall_rate()
+        if not (math.isfinite(run) and math.isfinite(ref) and ref > 0):
+            return None
+        return 1.0 - run / ref
 
-def score(pair: Pair, strength: float, share: float | None = None) -> float:
+
+def score(pair: Pair, strength: float, share: float | None = None, whole: bool = False) -> float:
     """A finding's score: how solid its evidence is (`strength`, 0-1), weighed by how much
     of the slowdown it accounts for (`share`: a fraction of RUN's wall time, or of its
     throughput), when both are known. A finding that accounts for all of a slowdown keeps
-    its strength; one that accounts for none of it keeps 60 % of it."""
+    its strength; one that accounts for none of it keeps 60 % of it. `whole`: the share is
+    of the whole run's wall time (warm-up included), weighed against the whole run's
+    slowdown where REF's is known (the larger of it and the steady one)."""
     strength = min(max(strength, 0.0), 1.0)
     slow = pair.slowdown
+    if whole and pair.wall_slowdown is not None:
+        slow = max(pair.wall_slowdown, slow if slow is not None else -math.inf)
     if share is None or slow is None or not math.isfinite(share) or not slow > 0:
         return round(strength * 0.8, 3)
     explained = min(max(share / slow, 0.0), 1.0)

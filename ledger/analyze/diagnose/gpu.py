@@ -75,6 +75,7 @@ def _idle(pair: Pair) -> Finding | None:
         "Python, kernel launches) or for each other"
     )
     share = (ref_median - median) / ref_median if ref_median else None
+    lead = f"the GPUs waited, busy {median:.0f} % of the time{than}"
     return Finding(
         "gpu_idle",
         claim + ".",
@@ -82,10 +83,11 @@ def _idle(pair: Pair) -> Finding | None:
         _evidence(rows, "{g.utilization_pct:.0f} % busy"),
         "Profile one step (torch.profiler) to see what the GPU waits for: the data loader, "
         "CPU-bound Python, many small kernels (CUDA graphs, torch.compile), host-device copies.",
+        symptom=lead,
     )
 
 
-def _throttled(g: GpuRow) -> bool:
+def throttled(g: GpuRow) -> bool:
     reasons = {r.strip() for r in (g.throttle or "").split(",") if r.strip()}
     if reasons & set(SLOWING):
         return True
@@ -107,14 +109,14 @@ def _throttling(pair: Pair) -> Finding | None:
     rows = _told(steady_samples(pair.run))
     if len(rows) < MIN_SAMPLES:
         return None
-    hit = [g for g in rows if _throttled(g)]
+    hit = [g for g in rows if throttled(g)]
     share = len(hit) / len(rows)
     if share < THROTTLE_SHARE or len(hit) < MIN_SAMPLES:
         return None
     ref_rows = _told(steady_samples(pair.ref))
     ref_share = None
     if len(ref_rows) >= MIN_SAMPLES:
-        ref_share = sum(_throttled(g) for g in ref_rows) / len(ref_rows)
+        ref_share = sum(throttled(g) for g in ref_rows) / len(ref_rows)
         if share - ref_share < 0.2:
             return None
     reasons = sorted({r.strip() for g in hit for r in (g.throttle or "").split(",") if r.strip()})

@@ -1,5 +1,5 @@
 """Findings about where wall time goes: `data_wait`, `step_spikes`, `throughput_drop`,
-`warmup`, `straggler`.
+`warmup` (a slow rank, `straggler`, is ledger.analyze.diagnose.ranks').
 
 Evidence: the steps' own columns (step_time_s, wait_s, tokens, wall_time, per-rank
 throughput) read through the same analysis as compare (ledger.analyze.run: the steady
@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
-from ledger.analyze.diagnose.dynamo import AFTER
+from ledger.analyze.diagnose.dynamo import AFTER, COMPILES, compile_spikes
 from ledger.analyze.diagnose.evidence import Pair, Side, pct, score
+from ledger.analyze.diagnose.periodic import find_periodic
+from ledger.analyze.diagnose.ranks import late_rank
 from ledger.analyze.effective import find_stalls
 from ledger.analyze.robust import integrated_time
-from ledger.analyze.stats import batch_count, estimate_median
+from ledger.analyze.stats import batch_count
 from ledger.analyze.wording import short_value
 from ledger.model.why import Evidence, Finding
 
@@ -42,14 +45,14 @@ _DATA_TIME = re.compile(
 
 
 def findings(pair: Pair) -> list[Finding]:
-    found = [_data_wait(pair), _spikes(pair), _drop(pair), _warmup(pair), _straggler(pair)]
+    found = [_data_wait(pair), _spikes(pair), _drop(pair), _warmup(pair)]
     return [f for f in found if f is not None]
 
 
 # -- data_wait ----------------------------------------------------------------------------
 
 
-def _wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+def wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
     """(steps, wait s, step time s, what) of the steady window: the hook's wait_s, else a
     log's data-time field against the step time."""
     trace = side.trace
@@ -77,6 +80,28 @@ def _wait_columns(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] 
     return None
 
 
+def wait_share(side: Side | None) -> float:
+    """The share of the steady wall time spent waiting between steps (0 when unknown)."""
+    found = wait_columns(side) if side is not None else None
+    if found is None:
+        return 0.0
+    total = float(found[2].sum())
+    return float(found[1].sum()) / total if total > 0 else 0.0
+
+
+def _steady_waits(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """wait_columns without the recurring slow steps: a checkpoint every 50 steps waits
+    between steps too, but it is a stall (step_spikes), not a loader that cannot keep up."""
+    found = wait_columns(side)
+    slow = spikes(side)
+    if found is None or slow is None or not len(slow.steps):
+        return found
+    keep = ~np.isin(found[0], slow.steps)
+    if keep.sum() < 20:
+        return found
+    return found[0][keep], found[1][keep], found[2][keep], found[3]
+
+
 def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
     k = batch_count(len(wait), integrated_time(wait))
     k = max(k, 2)
@@ -91,13 +116,15 @@ def _batch_shares(wait: np.ndarray, total: np.ndarray) -> np.ndarray:
 def _data_wait(pair: Pair) -> Finding | None:
     from scipy import stats
 
-    found = _wait_columns(pair.run)
+    if late_rank(pair.run, pair.threshold) is not None:
+        return None  # one rank waits, the others wait for it: the straggler finding says it
+    found = _steady_waits(pair.run)
     if found is None:
         return None
     steps, wait, total, what = found
     share = float(wait.sum() / total.sum())
     shares = _batch_shares(wait, total)
-    ref = _wait_columns(pair.ref) if pair.ref is not None else None
+    ref = _steady_waits(pair.ref) if pair.ref is not None else None
     ref_share = 0.0
     if ref is not None:
         ref_share = float(ref[1].sum() / ref[2].sum())
@@ -144,45 +171,80 @@ def _data_wait(pair: Pair) -> Finding | None:
 
 
 def _explained_steps(side: Side) -> set[int]:
-    """Steps right after a recompile or graph break: their cost is the compile's."""
+    """Steps right after a recompile or graph break, and those that compiled where the
+    hook's counters rose: their cost is the compile's."""
     out: set[int] = set()
     for e in side.ev.events_of("recompile", "graph_break"):
         if e.step is not None:
-            out.update(range(e.step, e.step + AFTER + 1))
+            out.update(range(e.step, e.step + AFTER * side.spacing + 1))
+    out.update(s for s, _, _ in compile_spikes(side, *COMPILES))
     return out
 
 
-def spikes(side: Side) -> tuple[np.ndarray, float, float] | None:
-    """(spike steps, share of steady wall time they added, their median cost in typical
-    steps) of the recurring slow steps no compile explains; None without steps."""
+@dataclass(frozen=True)
+class Spikes:
+    """The recurring slow steps (or logged lines) of a steady window no compile explains."""
+
+    steps: np.ndarray  # the step of each (for a line: its last step)
+    share: float  # of the steady wall time, what they added beyond typical steps
+    extra_steps: float  # median of what each added, in typical steps
+    every_lines: int | None  # a regular rise every k lines of a log that prints means
+
+
+def spikes(side: Side) -> Spikes | None:
+    """The recurring slow steps no compile explains (worked out once a side: _spikes)."""
+    if "spikes" not in side.memo:
+        side.memo["spikes"] = _find_spikes(side)
+    found = side.memo["spikes"]
+    return found if isinstance(found, Spikes) else None
+
+
+def _find_spikes(side: Side) -> Spikes | None:
+    """The recurring slow steps no compile explains; None without steps: the slow outliers,
+    and the steps (or lines) of a phase that rises every k of them
+    (ledger.analyze.diagnose.periodic). A log that prints the mean of every N steps is read
+    as N steps a line: a phase that rises every k lines is a stall every k × N steps."""
     found = side.steady_costs()
     if found is None:
         return None
     steps, work, cost = found
+    if side.spacing > 1 and side.trace is not None and side.trace.step_time_s is not None:
+        # a line's mean step time is finer than its timestamp (many logs print seconds)
+        mean_step = side.trace.step_time_s[side.start :]
+        if np.mean(np.isfinite(mean_step) & (mean_step > 0)) >= 0.8:
+            work, cost = np.ones(len(mean_step)), mean_step
     split = find_stalls(work, cost)
     mask = split.mask.copy()
+    # on noisy steps a stall may hide from the outlier rule, never from its phase
+    periodic = find_periodic(work, cost)
+    if periodic is not None:
+        mask |= periodic.mask
     explained = _explained_steps(side)
     if explained:
         mask &= ~np.isin(steps, list(explained))
     usable = np.isfinite(work) & np.isfinite(cost) & (cost > 0)
     total = float(cost[usable].sum())
-    if not mask.any() or total <= 0 or not (math.isfinite(split.typical) and split.typical > 0):
-        return steps[mask], 0.0, math.nan
-    typical_cost = work[mask] / split.typical
+    clean = usable & ~mask
+    typical = float(work[clean].sum() / cost[clean].sum()) if clean.any() else math.nan
+    every = periodic.every if periodic is not None else None
+    if not mask.any() or total <= 0 or not (math.isfinite(typical) and typical > 0):
+        return Spikes(steps[mask], 0.0, math.nan, every)
+    typical_cost = work[mask] / typical
     extra = float(np.nansum(np.maximum(cost[mask] - typical_cost, 0.0)))
-    times = float(np.nanmedian(cost[mask] / typical_cost))
-    return steps[mask], extra / total, times
+    # a line of N steps costs N typical steps: what it added, in steps, is N × its excess
+    added = float(np.nanmedian((cost[mask] - typical_cost) / typical_cost)) * side.spacing
+    return Spikes(steps[mask], extra / total, added, every)
 
 
 def _spikes(pair: Pair) -> Finding | None:
     found = spikes(pair.run)
     if found is None:
         return None
-    at, share, times = found
+    at, share = found.steps, found.share
     if len(at) < SPIKES_MIN:
         return None
     ref = spikes(pair.ref) if pair.ref is not None else None
-    ref_share = ref[1] if ref is not None else 0.0
+    ref_share = ref.share if ref is not None else 0.0
     if share - ref_share < SPIKE_COST_MIN or share < 2 * ref_share:
         return None
     gaps = np.diff(at)
@@ -192,13 +254,30 @@ def _spikes(pair: Pair) -> Finding | None:
     )
     every = f" every {period:,.0f} steps" if regular else ""
     than = f" ({pair.ref_name}: {pct(ref_share)})" if pair.ref is not None else ""
-    claim = (
-        f"{len(at)} slow steps recur{every}, each costing about {times:.2g} typical steps; "
-        f"together they add {pct(share)} to the steady wall time{than}"
-    )
-    evidence = [
-        Evidence("step", f"step {int(s):,} is a slow step", line=int(s)) for s in at[:SHOWN]
-    ]
+    n = pair.run.spacing
+    if n > 1:
+        lines = f"every {found.every_lines} lines" if found.every_lines else "in some lines"
+        claim = (
+            f"{len(at)} stalls recur{every}: the log prints the mean of every {n} steps, and "
+            f"that mean rises {lines}; each stall adds about {found.extra_steps:.2g} typical "
+            f"steps, together {pct(share)} of the steady wall time{than}"
+        )
+        evidence = [
+            Evidence(
+                "step", f"the line at step {int(s):,} (steps {int(s) - n + 1:,}–{int(s):,}) is "
+                "slow", line=int(s),
+            )
+            for s in at[:SHOWN]
+        ]  # fmt: skip
+    else:
+        claim = (
+            f"{len(at)} slow steps recur{every}, each costing about "
+            f"{1 + found.extra_steps:.2g} typical steps; together they add {pct(share)} to the "
+            f"steady wall time{than}"
+        )
+        evidence = [
+            Evidence("step", f"step {int(s):,} is a slow step", line=int(s)) for s in at[:SHOWN]
+        ]
     if regular:
         evidence.append(Evidence("step", f"median gap {period:,.0f} steps over {len(at)} spikes"))
     return Finding(
@@ -209,6 +288,7 @@ def _spikes(pair: Pair) -> Finding | None:
         "Something runs every few steps: a checkpoint, an eval, logging that synchronises "
         "(loss.item(), a metrics all-reduce), the garbage collector; make it asynchronous "
         "or less frequent.",
+        symptom=f"{len(at)} slow steps{every} added {pct(share)} to the steady wall time",
     )
 
 
@@ -258,10 +338,8 @@ def _drop(pair: Pair) -> Finding | None:
     share = -worst.shift_pct / 100 * after
     width = max(5, analysis.n_steps // 100)
     near = _near(pair.run, worst.step, width)
-    claim = (
-        f"throughput fell {-worst.shift_pct:.1f} % at step {worst.step:,} "
-        f"({short_value(worst.before)} → {short_value(worst.after)}) and stayed there"
-    )
+    lead = f"throughput fell {-worst.shift_pct:.1f} % at step {worst.step:,}"
+    claim = f"{lead} ({short_value(worst.before)} → {short_value(worst.after)}) and stayed there"
     claim += "; around that step: " + near[0].text if near else "; nothing was logged there"
     evidence = [
         Evidence(
@@ -278,14 +356,21 @@ def _drop(pair: Pair) -> Finding | None:
         evidence,
         "Look at what changed at that step: the events quoted, memory, the GPU samples "
         "around it; a run that slows down in steps points at a cache, a leak or a recompile.",
+        symptom=lead,
     )
 
 
 # -- warmup ---------------------------------------------------------------------------------
 
 
-def _excess_warmup(side: Side) -> tuple[float, float, int] | None:
-    """(cost of the warm-up beyond a steady pace, its share of all cost, warm-up steps)."""
+def compiling_in_warmup(side: Side) -> float:
+    """What the warm-up's compiling steps cost beyond a typical step (the compiles')."""
+    return sum(c - t for s, c, t in compile_spikes(side, *COMPILES) if s < (side.steady_from or 0))
+
+
+def _excess_warmup(side: Side, less_compile: bool = True) -> tuple[float, float, int] | None:
+    """(cost of the warm-up beyond a steady pace, its share of all cost, warm-up steps);
+    `less_compile`: beyond what its compiling steps cost too (that is the compiles')."""
     trace, costs = side.trace, side.costs
     if trace is None or costs is None or side.start <= 0:
         return (0.0, 0.0, 0) if trace is not None else None
@@ -298,28 +383,45 @@ def _excess_warmup(side: Side) -> tuple[float, float, int] | None:
     head_work, head_cost = costs.work[: side.start], costs.cost[: side.start]
     ok = np.isfinite(head_work) & np.isfinite(head_cost)
     excess = float(np.sum(head_cost[ok] - head_work[ok] / rate))
+    if less_compile:
+        excess -= compiling_in_warmup(side)
     total = steady_cost + float(head_cost[ok].sum())
     return max(excess, 0.0), max(excess, 0.0) / total if total > 0 else 0.0, side.start
 
 
-def _warmup(pair: Pair) -> Finding | None:
-    found = _excess_warmup(pair.run)
+def warmup_holds(
+    pair: Pair, less_compile: bool = True
+) -> tuple[tuple[float, float, int], tuple[float, float, int]] | None:
+    """RUN's and REF's warm-up excess (as _excess_warmup) when RUN's is a finding: more
+    than WARMUP_RATIO times REF's and WARMUP_SHARE more of its wall time."""
+    found = _excess_warmup(pair.run, less_compile)
     if found is None or pair.ref is None:
         return None
-    ref = _excess_warmup(pair.ref)
+    ref = _excess_warmup(pair.ref, less_compile)
     if ref is None:
         return None
-    excess, share, steps = found
-    ref_excess, ref_share, _ = ref
-    if excess <= WARMUP_RATIO * ref_excess or share - ref_share < WARMUP_SHARE:
+    if found[0] <= WARMUP_RATIO * ref[0] or found[1] - ref[1] < WARMUP_SHARE:
         return None
+    return found, ref
+
+
+def _warmup(pair: Pair) -> Finding | None:
+    # what the warm-up spent compiling is the compiles' cost (the recompiles finding):
+    # the warm-up is a finding only for the part no compile explains
+    holds = warmup_holds(pair)
+    if holds is None or pair.ref is None:
+        return None
+    (excess, share, steps), (ref_excess, ref_share, _) = holds
     seconds = pair.run.costs is not None and pair.run.costs.in_seconds
     unit = " s" if seconds else " (in typical steps' time)"
-    claim = (
+    compiled = compiling_in_warmup(pair.run)
+    beyond = " and its compiling steps" if compiled > 0 else ""
+    lead = (
         f"{pair.run.name} took {steps:,} steps to warm up, {excess:,.3g}{unit} beyond a steady "
-        f"pace, {pct(share)} of its wall time ({pair.ref_name}: {ref_excess:,.3g}{unit}, "
-        f"{pct(ref_share)}): a longer compile or warm-up phase"
+        f"pace{beyond}, {pct(share)} of its wall time ({pair.ref_name}: {ref_excess:,.3g}{unit}, "
+        f"{pct(ref_share)})"
     )
+    claim = lead + ": a longer compile or warm-up phase"
     evidence = [
         Evidence("step", f"steady from step {pair.run.steady_from:,}", line=pair.run.steady_from),
         Evidence("step", f"{pair.ref_name} steady from step {pair.ref.steady_from:,}"),
@@ -331,66 +433,5 @@ def _warmup(pair: Pair) -> Finding | None:
         evidence,
         "Compilation at start: fewer distinct shapes early, a cache of compiled kernels "
         "kept between launches (TORCHINDUCTOR_CACHE_DIR), or a lighter compile mode.",
-    )
-
-
-# -- straggler ------------------------------------------------------------------------------
-
-
-def rank_ratios(side: Side) -> dict[int, np.ndarray] | None:
-    """Each rank's throughput over the median of all ranks at the same step, steady steps."""
-    trace = side.trace
-    if trace is None or trace.ranks is None or side.steady_from is None:
-        return None
-    r = trace.ranks
-    keep = (r.step >= side.steady_from) & np.isfinite(r.value) & (r.value > 0)
-    rank, step, value = r.rank[keep], r.step[keep], r.value[keep]
-    if len(np.unique(rank)) < 2:
-        return None
-    steps, step_at = np.unique(step, return_inverse=True)
-    names, rank_at = np.unique(rank, return_inverse=True)
-    grid = np.full((len(steps), len(names)), np.nan)  # one row per step, one column per rank
-    grid[step_at, rank_at] = value
-    with np.errstate(all="ignore"):
-        ratio = grid / np.nanmedian(grid, axis=1)[:, None]
-    return {int(k): ratio[:, i][np.isfinite(ratio[:, i])] for i, k in enumerate(names)}
-
-
-def _straggler(pair: Pair) -> Finding | None:
-    ratios = rank_ratios(pair.run)
-    if ratios is None:
-        return None
-    estimates = {k: estimate_median(v[v > 0]) for k, v in ratios.items() if len(v) >= 10}
-    if len(estimates) < 2:
-        return None
-    slow = min(estimates, key=lambda k: estimates[k].value)
-    est = estimates[slow]
-    ci = est.interval()
-    if not (est.value <= 1 - pair.threshold and ci is not None and ci[1] < 1 - pair.threshold / 2):
-        return None
-    ref_ratios = rank_ratios(pair.ref) if pair.ref is not None else None
-    ref_value = None
-    if ref_ratios is not None and slow in ref_ratios and len(ref_ratios[slow]) >= 10:
-        ref_value = float(np.median(ref_ratios[slow]))
-        if ref_value <= est.value + pair.threshold / 2:
-            return None  # as slow in the reference: not this difference
-    gap = 1 - est.value
-    than = f" ({pair.ref_name}: {pct(1 - ref_value)} behind)" if ref_value is not None else ""
-    claim = (
-        f"rank {slow} ran {pct(gap)} slower than the median rank over {len(ratios[slow]):,} "
-        f"steady steps{than}: one straggler holds back every collective"
-    )
-    return Finding(
-        "straggler",
-        claim + ".",
-        score(pair, 0.75, gap),
-        [
-            Evidence(
-                "step",
-                f"rank {slow}: median {est.value:.3f} of the ranks' median, "
-                f"95 % interval {ci[0]:.3f}–{ci[1]:.3f}",
-            )
-        ],
-        f"Look at rank {slow}'s GPU and host: clocks, temperature and throttle reasons, its "
-        "links, its CPU binding and data shard; drain or swap the node.",
+        symptom=f"the warm-up took {excess:,.3g}{unit} beyond a steady pace ({pct(share)})",
     )
