@@ -145,11 +145,17 @@ RULES: tuple[Rule, ...] = (
 
 def decide(f: Facts) -> tuple[str, str]:
     """(fate, reason) by the first rule that holds."""
-    for fate, _doc, test in RULES:
+    _rule, fate, reason = decide_rule(f)
+    return fate, reason
+
+
+def decide_rule(f: Facts) -> tuple[int, str, str]:
+    """(rule number from 1, fate, reason) of the first rule that holds."""
+    for i, (fate, _doc, test) in enumerate(RULES, 1):
         reason = test(f)
         if reason is not None:
-            return fate.value, reason
-    return Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule always holds
+            return i, fate.value, reason
+    return len(RULES), Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule holds
 
 
 def rule_table() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.logs.keys import (
     EPOCH,
@@ -102,6 +102,7 @@ class StepLine:
     position: int | None = None
     unit: str | None = None
     eval_only: bool = False  # only evaluation figures: a summary, not a step
+    dropped: list[str] = field(default_factory=list)  # values no float holds (`1e400`)
 
 
 def find(line: str, given: list[Value], unit: str | None) -> tuple[list[Value], str | None]:
@@ -146,6 +147,7 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
     epoch = None
     measured = False
     evaluated = False
+    dropped: list[str] = []
     for text, v in zip(texts, values, strict=True):
         if text is None:
             continue
@@ -167,7 +169,11 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
             if w is not None:
                 out[WALL] = w
         else:
-            x = written_float(text)
+            try:
+                x = written_float(text)
+            except Unreadable:  # `grad_norm=1e400`: that value is lost, not the line
+                dropped.append(v.name or _COLUMN_NAMES.get(t, "value"))
+                continue
             if x is None:
                 continue
             if v.kind == "memory":
@@ -191,7 +197,16 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
                 out[t] = x
                 measured = True
     return StepLine(
-        rank, step, total, out, metrics, epoch, position, unit, evaluated and not measured
+        rank,
+        step,
+        total,
+        out,
+        metrics,
+        epoch,
+        position,
+        unit,
+        evaluated and not measured,
+        dropped,
     )
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 
 from ledger.logs import events as ev
-from ledger.logs import nvsmi, runconfig
+from ledger.logs import metriclike, nvsmi, runconfig
 from ledger.logs.blocks import Blocks
 from ledger.logs.keys import normalize
 from ledger.logs.lines import Splitter, clean
@@ -32,6 +32,7 @@ from ledger.logs.runstate import RunState
 from ledger.logs.shapes import LineShapes, compile_patterns
 from ledger.logs.state import STATE_VERSION
 from ledger.logs.steps import Steps
+from ledger.logs.tables import Tables
 from ledger.logs.templates import Template
 from ledger.model.logs import Found, LogSummary
 from ledger.model.terms import EventKind as K
@@ -53,6 +54,7 @@ _NINF = -_INF
 _SNIFF_CHARS = 1 << 16
 _SNIFF_LINES = 400
 _SWITCH_AFTER = 16  # gap lines another template read before the fast path takes it
+UNKNOWN_SHAPE = "metrics in a shape the reader does not know"
 
 
 def strict_default() -> bool:
@@ -87,6 +89,7 @@ class LogReader:
         self.rec = Recorder(st)
         self.steps = Steps(st, self.rec, rows=rows, flush_bar=self._flush_bar)
         self.blocks = Blocks(st, self.rec, self.steps, self.shapes)
+        self.tables = Tables(st, self.rec, self.steps, self.shapes)
         self.tail = ""  # the last line fed, when it had no end yet
         self._gap_hits = 0
 
@@ -363,6 +366,17 @@ class LogReader:
                 return
         if "%" in body or "it/s" in body or "s/it" in body:
             bars, before, rest = find_bars(body)
+            if bars and before.strip() and self.tables.could_head(before):
+                row = before + bars[0].desc  # a table row ending in its epoch's bar (YOLO)
+                if self.tables.take(line, rank, row, bars[0]):
+                    if rest.strip():
+                        self._body(line, rank, prefix, rest, False)
+                    return
+            elif bars and not before.strip():
+                desc = bars[0].desc
+                if len(desc.split()) >= 3 and self.tables.could_head(desc):
+                    if self.tables.take(line, rank, desc, bars[0]):  # an evaluation's header
+                        return
             if bars:
                 if before.strip():
                     self._body(line, rank, prefix, before, ended)
@@ -389,13 +403,19 @@ class LogReader:
             return
         if "," in body and self._table(line, rank, body):
             return
+        if self.tables.could_head(body) and self.tables.take(line, rank, body):
+            return
         if self._gpu(body):
             return
         if ev.init_hint(body):
             self.rec.start(line, body, strong=False)
             self.rec.loading(line, body)
             return
-        if _DIGIT.search(body) is None or body.startswith(_NOT_STEPS):
+        if body.startswith(_NOT_STEPS):
+            return
+        if _DIGIT.search(body) is None:
+            if st.header_width or len(body) < 400:
+                st.header_width = metriclike.header_width(body)  # a table's header, or not
             return
         m = _EPOCH_LINE.match(body)
         if m is not None:  # Keras' `Epoch 3/10` before the epoch's step line
@@ -411,6 +431,20 @@ class LogReader:
         read = self.shapes.read(body, rank, prefix)
         if read is not None:
             self.steps.take_read(line, read)
+            return
+        self._not_read(line, body)
+
+    def _not_read(self, line: int, body: str) -> None:
+        """A line no stage read: counted as unread when it looks like metrics (a shape the
+        reader does not know: it must not say it read everything when it did not)."""
+        st = self.state
+        if metriclike.looks_like_metrics(body) or (
+            st.header_width and metriclike.is_row(body, st.header_width)
+        ):
+            self.rec.unread(line, UNKNOWN_SHAPE, body)
+            return
+        if len(body) < 400:
+            st.header_width = metriclike.header_width(body) or st.header_width
 
     def _events(self, line: int, rank: int | None, body: str, ended: bool) -> bool:
         """Events on the line; True when nothing else is to be read from it."""
@@ -461,6 +495,8 @@ class LogReader:
                 read = self.shapes.read(text, rank, "", learn_it=False)
                 if read is not None:
                     self.steps.take_read(line, read)
+                else:
+                    self.rec.unread(line, UNKNOWN_SHAPE, body)
                 return True
             st.table_columns = None  # the table ended
         if 2 <= len(cells) <= 64 and all(_COLUMN.fullmatch(c) for c in cells):

@@ -53,6 +53,8 @@ class Steps:
 
     def take_read(self, line: int, read: Read) -> None:
         self.take(line, read.flat, read.names, read.unit, read.shape, read.summary)
+        for name in read.dropped:  # the line is read; each value it lost is counted
+            self.rec.unread_value(line, f"value out of range: {name}")
 
     def take(
         self, line: int, flat: Flat, names: tuple[str, ...], unit: str | None, shape: str,
