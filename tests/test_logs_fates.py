@@ -107,7 +107,7 @@ def test_an_epoch_table_then_a_total_time_summary_is_finished() -> None:
         + "".join(
             f"{e:<9} {1 - e / 10:.6f}    {1.1 - e / 10:.6f}    0.{80 + e}      00:12\n"
             for e in range(4)
-        )  # fmt: skip
+        )
         + "Total time: 0:00:48\n"
     )
     s = parse_text(table, strict=True)

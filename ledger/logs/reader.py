@@ -373,10 +373,12 @@ class LogReader:
                         self._body(line, rank, prefix, rest, False)
                     return
             elif bars and not before.strip():
-                desc = bars[0].desc
-                if len(desc.split()) >= 3 and self.tables.could_head(desc):
-                    if self.tables.take(line, rank, desc, bars[0]):  # an evaluation's header
-                        return
+                desc = bars[0].desc  # an evaluation's header ending in its own bar (YOLO)
+                if (
+                    len(desc.split()) >= 3 and self.tables.could_head(desc)
+                    and self.tables.take(line, rank, desc, bars[0])
+                ):  # fmt: skip
+                    return
             if bars:
                 if before.strip():
                     self._body(line, rank, prefix, before, ended)

@@ -3,10 +3,10 @@
     epoch     train_loss  valid_loss  accuracy  time          (fastai)
     0         1.000000    1.100000    0.80      00:12
 
-          Epoch    GPU_mem   box_loss   cls_loss  Instances       Size   (YOLO)
-           1/10      2.51G      1.234      2.345         45        640: 100%|███| 8/8 [00:03<00:00,  2.51it/s]
-                     Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|███| 1/1 [00:00<00:00,  3.21s/it]
-                       all        128        929      0.640      0.537      0.602      0.446
+          Epoch    GPU_mem   box_loss   cls_loss       Size   (YOLO, then its bar)
+           1/10      2.51G      1.234      2.345        640: 100%|███| 8/8 [00:03, 2.51it/s]
+                     Class     Images      mAP50  mAP50-95): 100%|███| 1/1 [00:00, 3.21s/it]
+                       all        128      0.602      0.446
 
 A header is three or more names, one of them a metric word (loss, acc, epoch, step, lr,
 ppl, mAP…), with no number among them; cells are split on runs of spaces or on `|`. A
