@@ -107,6 +107,16 @@ EXPECTED = {
     "unknown_shapes_planted.log": ("running", 5, 1, 5, "tok/s", 1001, 1005),
     "wandb_summary_finished.log": ("finished", 3, 1, 3, "tok/s", 301, 303),
     "wrapped_megatron.log": ("running", 6, 1, 60, "TFLOP/s", 181.0, 186.0),
+    "yolo_epochs_finished.log": ("finished", 3, 1, 3, "it/s", 2.5, 2.7),
+    "fastai_table_finished.log": ("finished", 3, 1, 2, None, None, None),
+    "jsonl_string_numbers.log": ("running", 6, 1, 60, "samples/s", 311.5, 316.5),
+    "record_indented_running.log": ("running", 5, 1, 500, "tok/s", 12001, 12005),
+    "xla_devices_running.log": ("running", 3, 4, 60, "samples/s", 121, 126),
+    "keras3_fits_finished.log": ("finished", 15, 1, 160, None, None, None),
+    "cxx_abort_crashed.log": ("crashed", 3, 1, 3, "tok/s", 14001, 14003),
+    "launcher_signal_killed.log": ("killed", 3, 1, 3, "tok/s", 14001, 14003),
+    "thread_exception_crashed.log": ("crashed", 4, 1, 4, "tok/s", 14001, 14004),
+    "early_stopping_finished.log": ("finished", 5, 1, 5, None, None, None),
 }
 
 # Each built-in line shape (ledger.logs.shapes.SHAPES) and the fixtures written in it.
@@ -118,8 +128,8 @@ SHAPE_FIXTURES = {
     "epoch and position": ["fairseq_running.log", "fairseq_no_updates.log", "fairseq_valid.log",
                            "epoch_batch_running.log"],
     "step of total": ["opennmt_running.log", "modded_nanogpt_finished.log",
-                      "nanochat_finished.log", "header_batch.log"],
-    "keras progress": ["keras_running.log", "keras_test_summary.log"],
+                      "nanochat_finished.log"],
+    "keras progress": ["keras_running.log", "keras_test_summary.log", "keras3_fits_finished.log"],
     "leading step": ["llama2c_running.log"],
     "pairs": ["torchtitan_running.log", "torchtune_running.log", "nanogpt_running.log",
               "hf_trainer_step_key.log", "jsonl_trainer.log", "structured_running.log",

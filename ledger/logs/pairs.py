@@ -50,7 +50,13 @@ _KV = re.compile(
 )
 _BARE = re.compile(
     r"(?<![\w./:\-])(?P<val>\d[\d,]*(?:\.\d+)?)(?:[ \t]*/[ \t]*(?P<val2>\d[\d,]*(?:\.\d+)?))?"
-    r"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms|sec)(?![\w/])"
+    r"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms/step|s/step"
+    r"|us/step|ms|sec)(?![\w/])"
+)
+# A device named on the line (`Device=xla:0/3`, `device: cuda:5`): the rank it is.
+_DEVICE = re.compile(
+    r"\b[Dd]evice[=:][ \t]*(?:(?:xla|cuda|gpu|tpu|npu|hpu|xpu):)?(?P<a>\d{1,6})"
+    r"(?:/(?P<b>\d{1,6}))?\b"
 )
 _FRACTION = re.compile(r"(?<![\w./:\-])(?P<n>\d+)[ \t]*/[ \t]*(?P<total>\d+)(?![\w./])")
 HEAD = re.compile(
@@ -63,7 +69,7 @@ TIMESTAMP = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?"
 )
 _TS_PARTS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-MAX_LINE = 2000  # longer lines are not read for values (a step line is short)
+MAX_LINE = 16384  # longer lines are not read for values; one that looks like metrics is unread
 
 _ts_cache: dict[str, float] = {}
 
@@ -116,6 +122,12 @@ def find(line: str, given: list[Value], unit: str | None) -> tuple[list[Value], 
     tm = TIMESTAMP.search(line, 0, head_end) if head_end else None
     if tm is not None and not _overlaps(tm.start(), tm.end(), taken):
         values.append(Value(tm.start("ts"), tm.end("ts"), WALL, kind="wall"))
+    if "evice" in line and not any(v.target == RANK for v in values):
+        d = _DEVICE.search(line)
+        if d is not None:
+            group = "b" if d.group("b") else "a"
+            values.append(Value(d.start(group), d.end(group), RANK, kind="int"))
+            taken.append((d.start(), d.end()))
     for m in _KV.finditer(line, head_end):
         if _overlaps(m.start("val"), m.end("val"), taken):
             continue
@@ -307,8 +319,9 @@ def _pair(key: str, m: re.Match[str]) -> list[Value] | None:
 def _bare(m: re.Match[str]) -> list[Value]:
     unit = m.group("unit")
     vs, ve = m.start("val"), m.end("val")
-    if unit == "ms":
-        return [Value(vs, ve, STEP_TIME, scale=1e-3, priority=2)]
+    if unit in ("ms", "ms/step", "s/step", "us/step"):  # Keras' `4ms/step`: the step time
+        scale = {"ms": 1e-3, "ms/step": 1e-3, "s/step": 1.0, "us/step": 1e-6}[unit]
+        return [Value(vs, ve, STEP_TIME, scale=scale, priority=2)]
     if unit == "sec":
         return [Value(vs, ve, METRIC, name="time_s")]
     rate = RATE_UNITS.get(unit.lower(), unit)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 
 from ledger.logs import events as ev
-from ledger.logs import metriclike, nvsmi, runconfig
+from ledger.logs import jsonlines, metriclike, nvsmi, runconfig
 from ledger.logs.blocks import Blocks
 from ledger.logs.keys import normalize
 from ledger.logs.lines import Splitter, clean
@@ -421,7 +421,12 @@ class LogReader:
             return
         m = _EPOCH_LINE.match(body)
         if m is not None:  # Keras' `Epoch 3/10` before the epoch's step line
-            st.epoch, st.epochs = int(m.group(1)), int(m.group(2))
+            epoch = int(m.group(1))
+            if st.epoch is not None and epoch < st.epoch and st.epoch_base is not None:
+                # another fit() in the same log: its steps go on after the last fit's
+                st.epoch_base -= st.epoch - epoch + 1
+                st.total = None  # this fit's end, counted on from the last fit's
+            st.epoch, st.epochs = epoch, int(m.group(2))
             st.epoch_zero = st.epoch_zero or st.epoch == 0
             return
         if st.tokens_per_step is None and "tokens per iteration" in body:
@@ -431,6 +436,11 @@ class LogReader:
         if ev.test_summary(body) and self._last_epoch_done():
             self.rec.finished(ev.clip(body, 200), line)
         read = self.shapes.read(body, rank, prefix)
+        if read is None and jsonlines.looks_like_json(body):
+            pairs = jsonlines.as_pairs(body)  # numbers as strings, nested objects
+            read = self.shapes.read(pairs, rank, "", learn_it=False) if pairs else None
+            if read is not None:
+                read.shape = "json lines"
         if read is not None:
             self.steps.take_read(line, read)
             return

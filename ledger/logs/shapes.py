@@ -79,9 +79,9 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "keras progress",
-        r"^\s*(?P<position>\d+)/(?P<total>\d+)\s+\[[=>.]*\]",
+        r"^\s*(?P<position>\d+)/(?P<total>\d+)\s+(?:\[[=>.]*\]|[━─]+)",
         needle="/",
-        examples="Keras (`391/391 [====] - 20s - loss: 0.5`)",
+        examples="Keras (`391/391 [====] - 20s - loss: 0.5`, `32/32 ━━━━ 0s 4ms/step - loss: 0.5`)",
     ),
     Shape(
         "leading step",

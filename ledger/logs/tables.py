@@ -41,7 +41,7 @@ _NUMBER = re.compile(
 )
 _CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d\d(?:\.\d+)?)")
 _PROSE = {"the", "a", "an", "and", "of", "to", "is", "was", "in", "for", "with", "on", "at"}
-_EVAL_HEADER = re.compile(r"^class$|^map|^images$|^box_", re.I)
+_EVAL_HEADER = re.compile(r"^(?:class|images|box_p|mask_p|map\d*(?:_\d+)?)$", re.I)
 _STEP_NAMES = ("step", "global_step", "iter", "iteration", "it", "steps")
 _SEPARATOR = re.compile(r"^[\s|:+\-=]+$")
 MAX_CELLS = 40
