@@ -23,6 +23,7 @@ from collections.abc import Callable
 from ledger.logs import events as ev
 from ledger.logs import jsonlines, metriclike, nvsmi, runconfig
 from ledger.logs.blocks import Blocks
+from ledger.logs.fastpath import FastPath
 from ledger.logs.keys import normalize
 from ledger.logs.lines import Splitter, clean
 from ledger.logs.numbers import Unreadable
@@ -49,11 +50,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|NaN
 _TABLE_KEYS = {"step", "global_step", "iteration", "iter", "loss", "train_loss", "epoch"}
 # Lines of tools that repeat a run's figures after it: W&B's run summary and history.
 _NOT_STEPS = ("wandb:", "wandb: ")
-_INF = float("inf")
-_NINF = -_INF
 _SNIFF_CHARS = 1 << 16
 _SNIFF_LINES = 400
-_SWITCH_AFTER = 16  # gap lines another template read before the fast path takes it
 UNKNOWN_SHAPE = "metrics in a shape the reader does not know"
 
 
@@ -91,7 +89,8 @@ class LogReader:
         self.blocks = Blocks(st, self.rec, self.steps, self.shapes)
         self.tables = Tables(st, self.rec, self.steps, self.shapes)
         self.tail = ""  # the last line fed, when it had no end yet
-        self._gap_hits = 0
+        self.fast = FastPath(self)
+        self.gap_hits = 0
 
     # -- saving and resuming ---------------------------------------------------------------
 
@@ -150,7 +149,7 @@ class LogReader:
         out = Found()
         self.rec.out = out
         st = self.state
-        self._guard(self._flush_bar)
+        self.guard(self._flush_bar)
         if self.tail:
             found = ev.cut_event(self._untagged(self.tail))
             last = st.last_event
@@ -159,7 +158,7 @@ class LogReader:
             ):
                 self.rec.event(st.line, None, found)
             self.tail = ""
-        self._guard(self.blocks.close_all)
+        self.guard(self.blocks.close_all)
         return out
 
     def summary(self, *, tail: str = "", stalled: bool = False) -> LogSummary:
@@ -187,99 +186,14 @@ class LogReader:
     # -- lines -----------------------------------------------------------------------------
 
     def _read(self, text: str) -> None:
-        """Step lines of the busiest template are found a block at a time (one finditer)
-        and read a run of consecutive lines at a time; the lines between them one by one."""
-        n = len(text)
-        pos = 0
-        while pos < n:
-            tpl = self._hot()
-            if tpl is None:
-                self._lines(text, pos, n)
-                return
-            self._gap_hits = 0
-            switched = False
-            batch: list[re.Match[str]] = []
-            slow = self.blocks.open
-            for m in tpl.block.finditer(text, pos):
-                start, end = m.span()
-                if start != pos:
-                    if start and text[start - 1] != "\n":
-                        continue  # the shape glued inside a line: the line is read as a whole
-                    if batch:
-                        self._take(batch, tpl)
-                        batch = []
-                    self._lines(text, pos, start)
-                    if self._gap_hits > _SWITCH_AFTER and self.shapes.last is not tpl:
-                        pos = start
-                        switched = True
-                        break
-                    slow = self.blocks.open
-                if slow:  # a traceback or a record over lines is open: it may take this line
-                    if batch:
-                        self._take(batch, tpl)
-                        batch = []
-                    self._lines(text, start, end + 1)
-                    pos = end + 1
-                    slow = self.blocks.open
-                    continue
-                batch.append(m)
-                pos = end + 1  # past its newline (past the end, on the text's last line)
-            if batch:
-                self._take(batch, tpl)
-            pos = min(pos, n)
-            if not switched:
-                if pos < n:
-                    self._lines(text, pos, n)
-                return
+        self.fast.read(text)  # ledger.logs.fastpath: step lines a block at a time
 
-    def _take(self, batch: list[re.Match[str]], tpl: Template) -> None:
-        """Lines a template matched, one after the other from st.line: converted at once,
-        counted by Steps.take_many; a line that cannot be is read on its own."""
-        st = self.state
-        first = st.line
-        last_end = batch[-1].end()
-        ends_open = last_end == len(batch[-1].string)  # the text's last line, no newline yet
-        try:
-            flats = tpl.convert_many([m.groups() for m in batch])
-            if self.rows:
-                for flat in flats:
-                    if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
-                        raise ValueError("inf")  # 1e400 is not inf as written: look closer
-        except (ValueError, OverflowError):
-            for i, m in enumerate(batch):
-                st.line = first + i
-                self._one(m, tpl)
-        else:
-            try:
-                self.steps.take_many(first, flats, tpl.names, tpl.unit, tpl.shape, tpl.summary)
-            except Unreadable:
-                for i, m in enumerate(batch):  # again, one by one, to count the bad one
-                    st.line = first + i
-                    self._one(m, tpl)
-            except Exception as exc:
-                if self.strict:
-                    raise
-                self.rec.unread(first, type(exc).__name__)
-        st.line = first + len(batch) - (1 if ends_open else 0)
-
-    def _one(self, m: re.Match[str], tpl: Template) -> None:
-        try:
-            flat = tpl.convert_block(m.groups())
-            if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
-                raise ValueError("inf")
-        except (ValueError, OverflowError):
-            self._segment(m.group(0))  # the slow path reads it or says why not
-            return
-        self._guard(
-            self.steps.take, self.state.line, flat, tpl.names, tpl.unit, tpl.shape, tpl.summary
-        )
-
-    def _hot(self) -> Template | None:
+    def hot(self) -> Template | None:
         if self.state.lines.wrap or not self.shapes.templates:
             return None
         return self.shapes.last or self.shapes.templates[0]
 
-    def _lines(self, text: str, start: int, end: int) -> None:
+    def lines(self, text: str, start: int, end: int) -> None:
         """Read text[start:end], whole lines (the last one may be the unfinished end)."""
         st = self.state
         parts = text[start:end].split("\n")
@@ -302,8 +216,8 @@ class LogReader:
                     self._redraw(part)
                 else:
                     if st.pend is not None:
-                        self._guard(self._flush_bar)
-                    self._segment(part)
+                        self.guard(self._flush_bar)
+                    self.segment(part)
             if i < last:
                 st.line += 1
 
@@ -315,25 +229,25 @@ class LogReader:
         if i > 0 and seg[-1] == "]" and not st.tracebacks and "=" not in seg[i:]:
             key = seg[:i].rstrip("0123456789. ")
             if st.pend is not None and key != st.pend_key:
-                self._guard(self._flush_bar)
+                self.guard(self._flush_bar)
             st.pend, st.pend_key, st.pend_line = seg, key, st.line
             return
         if st.pend is not None:
-            self._guard(self._flush_bar)
-        self._segment(seg)
+            self.guard(self._flush_bar)
+        self.segment(seg)
 
     def _flush_bar(self) -> None:
         st = self.state
         seg, line = st.pend, st.pend_line
         st.pend = None
         if seg is not None:
-            self._segment(seg, line)
+            self.segment(seg, line)
 
-    def _segment(self, raw: str, line: int | None = None) -> None:
+    def segment(self, raw: str, line: int | None = None) -> None:
         """One segment of a line (a line, or one redraw of it), read in a guard."""
-        self._guard(self._classify, raw, self.state.line if line is None else line)
+        self.guard(self._classify, raw, self.state.line if line is None else line)
 
-    def _guard(self, fn: Callable[..., object], *args: object) -> None:
+    def guard(self, fn: Callable[..., object], *args: object) -> None:
         """Run a stage; what raises makes the line unread (re-raised in strict mode)."""
         try:
             fn(*args)
@@ -361,7 +275,7 @@ class LogReader:
         if self.shapes.templates:
             read = self.shapes.match(body, rank)
             if read is not None:
-                self._gap_hits += 1
+                self.gap_hits += 1
                 self.steps.take_read(line, read)
                 return
         if "%" in body or "it/s" in body or "s/it" in body:
