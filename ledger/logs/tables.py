@@ -77,6 +77,7 @@ class Tables:
             if header is not None:
                 names, spans = header
                 st.table_header, st.table_spans = names, spans
+                st.header_width = len(names)  # rows left when the table is dropped: unread
                 st.table_eval = bar is not None or any(_EVAL_HEADER.search(n) for n in names)
                 st.content.evidence = True
                 return True
