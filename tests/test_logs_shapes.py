@@ -181,6 +181,15 @@ def test_fixture(name: str) -> None:
 UNREAD = {"huge_numbers.log": 3, "unknown_shapes_planted.log": 20}
 
 
+def test_parse_json_on_every_fixture_counts_what_it_did_not_read() -> None:
+    for path in sorted(FIXTURES.iterdir()):
+        result = run_cli("parse", str(path), "--json")
+        assert result.exit_code == 0, (path.name, result.stderr)
+        data = json.loads(result.stdout)
+        assert data["unread_lines"] == UNREAD.get(path.name, 0), (path.name, data["unread"])
+        assert len(data["unread"]) == min(20, data["unread_lines"] + data["unread_values"])
+
+
 def test_planted_shapes_are_counted_and_shown() -> None:
     s = parse_file(FIXTURES / "unknown_shapes_planted.log", strict=True)
     assert [u.line for u in s.unread] == list(range(4, 24))  # every one, none hidden

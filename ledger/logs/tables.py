@@ -24,7 +24,6 @@ the key/value reader cannot read is unread, never silently passed over.
 from __future__ import annotations
 
 import re
-from typing import cast
 
 from ledger.logs.keys import normalize, rate_unit
 from ledger.logs.progress import Bar
@@ -32,7 +31,7 @@ from ledger.logs.record import Recorder
 from ledger.logs.runstate import RunState
 from ledger.logs.shapes import LineShapes, Read
 from ledger.logs.steps import Steps
-from ledger.logs.templates import FLAT_THROUGHPUT, Flat
+from ledger.logs.templates import FLAT_THROUGHPUT
 
 _WORD = re.compile(r"loss|acc|epoch|step|iter|ppl|perplexity|map\d*|\blr\b|f1|bleu", re.I)
 _CELL = re.compile(r"[A-Za-z_(][\w./()%\-]*")
@@ -99,8 +98,8 @@ class Tables:
         if not evaluation and not any(n in _STEP_NAMES for n in names) and "epoch" in names:
             names[names.index("epoch")] = "step"  # one row an epoch: the epoch numbers it
         pairs = []
-        for i, value in columns:
-            value = _value(value)
+        for i, cell in columns:
+            value = _value(cell)
             if value is None:
                 continue
             name = names[i]
@@ -181,5 +180,5 @@ def _with_rate(read: Read, bar: Bar) -> Read:
     if flat[FLAT_THROUGHPUT] is not None:
         return read
     unit = rate_unit(bar.unit or "") or bar.unit
-    flat = cast(Flat, (*flat[:FLAT_THROUGHPUT], bar.rate, *flat[FLAT_THROUGHPUT + 1 :]))
+    flat = (*flat[:FLAT_THROUGHPUT], bar.rate, *flat[FLAT_THROUGHPUT + 1 :])
     return Read(flat, read.names, unit, read.shape, read.summary, read.dropped)

@@ -85,7 +85,7 @@ def learn(
     parts = []
     at = 0
     groups: list[Value] = []
-    lean_targets = _LEAN
+    lean_targets: tuple[int, ...] = _LEAN
     if lean and any(v.target == THROUGHPUT for v in values):
         lean_targets = _LEAN_RATED  # the step time only stands in for a throughput not said
     for v in values:
