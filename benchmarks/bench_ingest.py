@@ -84,6 +84,9 @@ def write_mixed(path: Path, lines: int) -> None:
                 written += 1
 
 
+CPU: dict[str, float] = {}  # CPU seconds of the last raw executemany
+
+
 def write_log(path: Path, lines: int, shape: str) -> None:
     if shape == "mixed":
         write_mixed(path, lines)
@@ -110,11 +113,12 @@ def raw_sqlite(folder: Path, n: int, metrics_per_step: int) -> tuple[float, floa
     wide = sqlite3.connect(folder / "wide.db")
     wide.execute("PRAGMA journal_mode=WAL")
     wide.execute("CREATE TABLE step (" + ", ".join(f"c{i}" for i in range(13)) + ")")
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     rows = [(1, 1, 0, i, None, 0.45, None, None, 12000.0, 2.0, None, None, None) for i in range(n)]
     wide.executemany(f"INSERT INTO step VALUES ({', '.join('?' * 13)})", rows)
     wide.commit()
     unindexed = time.perf_counter() - t
+    CPU["unindexed"] = time.process_time() - c
     wide.close()
     del rows
     keyed = sqlite3.connect(folder / "keyed.db")
@@ -252,9 +256,11 @@ def main() -> None:
             lg = ledger.open(target)
             try:
                 writing[0] = 0.0
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 result = lg.ingest(log)
                 note("ingest", time.perf_counter() - t)
+                note("ingest_cpu", time.process_time() - c)
+                note("unindexed_cpu", CPU.get("unindexed", float("nan")))
                 note("writing", writing[0])
                 t = time.perf_counter()
                 again = lg.ingest(log)
@@ -285,6 +291,12 @@ def main() -> None:
         f"  of which writing rows:                   {med['writing']:6.2f} s  "
         f"{med['writing'] / ref:.2f}x the reference"
     )
+    if args.backend == "sqlite":  # CPU seconds of this process: steadier on a shared box
+        cpu_ref = med["unindexed_cpu"]
+        print(
+            f"  CPU: ingest {med['ingest_cpu']:.2f} s, raw executemany {cpu_ref:.2f} s: "
+            f"{med['ingest_cpu'] / cpu_ref:.2f}x"
+        )
     print(
         f"ledger ingest again (unchanged):           {med['again']:6.2f} s, {again_rows} new rows"
     )
