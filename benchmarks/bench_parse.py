@@ -10,8 +10,10 @@ of --runs runs, and the ratio of the medians.
 
     python benchmarks/bench_parse.py                       # a 200 MB log, 5 runs
     python benchmarks/bench_parse.py --mb 2048 --runs 3    # a 2 GB log: RSS too
+    python benchmarks/bench_parse.py --shape ranked --mb 100   # [rankN]: lines, loading bars
 
-Targets (issue 11): parse within 20x of plain iteration; peak RSS under 200 MB on a 2 GB log.
+Targets: parse within 20x of plain iteration, on both shapes; peak RSS under 200 MB on a
+2 GB log.
 """
 
 from __future__ import annotations
@@ -38,6 +40,48 @@ def bar_state(n: int, total: int) -> str:
     return f"\rTraining: {n * 100 // total:3d}%|{bar}| {n}/{total} [01:{n % 60:02d}<02:00,  4.{n % 10}it/s]"  # noqa: E501
 
 
+RANKED = (
+    "[rank{r}]: step {step:05d}/{total:05d} ({pct:.2f}%) | loss: {loss:.6f} | lrm: 1.00 | "
+    "dt: {dt:.2f}ms | tok/sec: {tps:,} | mfu: 41.23 | total time: {tt:.2f}m\n"
+)
+
+
+def loading_state(n: int, total: int) -> str:
+    filled = n * 10 // total
+    bar = "█" * filled + " " * (10 - filled)
+    return (
+        f"\rLoading checkpoint shards: {n * 100 // total:3d}%|{bar}| {n}/{total} "
+        f"[00:{n % 60:02d}<00:30,  1.{n % 10}1s/it]"
+    )
+
+
+def write_ranked(path: Path, megabytes: int) -> int:
+    """About `megabytes` MB of `[rankN]: step …` lines from 8 ranks (nanochat-style),
+    between runs of `\r`-redrawn loading bars (a redrawing bar writes no newline)."""
+    target = megabytes * 1_000_000
+    written = 0
+    step = 0
+    n = 0
+    with path.open("w", encoding="utf-8", newline="") as out:
+        while written < target:
+            bars = "".join(loading_state(n % 851 + 1, 851) for n in range(n, n + 24)) + "\n"
+            n += 24
+            steps = []
+            for _ in range(6):
+                step += 1
+                for r in range(8):
+                    steps.append(
+                        RANKED.format(
+                            r=r, step=step, total=99_999, pct=step / 1000, loss=2 + 1 / step,
+                            dt=412.1 + step % 7, tps=1_148_464 + step % 997, tt=step / 60,
+                        )
+                    )  # fmt: skip
+            block = bars + "".join(steps)
+            out.write(block)
+            written += len(block.encode())
+    return written
+
+
 def write_log(path: Path, megabytes: int) -> int:
     """Write about `megabytes` MB: alternating runs of bar redraws and step lines, as many
     redraws as step lines."""
@@ -45,7 +89,7 @@ def write_log(path: Path, megabytes: int) -> int:
     written = 0
     step = 0
     n = 0
-    with path.open("w", encoding="utf-8") as out:
+    with path.open("w", encoding="utf-8", newline="") as out:
         while written < target:
             bars = "".join(bar_state(n + i, 10_000_000) for i in range(24)) + "\n"
             n += 24
@@ -99,10 +143,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=200, help="size of the generated log in MB")
     ap.add_argument("--runs", type=int, default=5, help="runs to take the median of")
+    ap.add_argument(
+        "--shape", choices=("titan", "ranked"), default="titan",
+        help="titan: tqdm redraws and torchtitan lines of two ranks; ranked: [rankN]: step "
+        "lines of 8 ranks between \\r-redrawn loading bars",
+    )  # fmt: skip
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # under /tmp, deleted at the end
         path = Path(tmp) / "train_bench.log"
-        size = write_log(path, args.mb)
+        size = (write_ranked if args.shape == "ranked" else write_log)(path, args.mb)
         runs = [measure(path) for _ in range(args.runs)]
     mb = size / 1e6
     plain = statistics.median(r["plain"] for r in runs)
@@ -110,8 +159,10 @@ def main() -> None:
     wall = statistics.median(r["wall"] for r in runs)
     rss = max(r["rss_mb"] for r in runs)
     last = runs[-1]
-    print(f"log: {mb:,.0f} MB, {last['lines']:,.0f} physical lines (half tqdm redraws, "
-          f"half step lines); medians of {args.runs} runs, CPU seconds of one process")  # fmt: skip
+    what = ("[rankN]: step lines between \\r-redrawn loading bars" if args.shape == "ranked"
+            else "half tqdm redraws, half step lines")  # fmt: skip
+    print(f"log: {mb:,.0f} MB, {last['lines']:,.0f} physical lines ({what}); medians of "
+          f"{args.runs} runs, each a fresh process; CPU seconds of one process")  # fmt: skip
     print(f"plain line iteration (for line in file): {plain:7.2f} s  {mb / plain:8.1f} MB/s")
     print(f"ledger parse:                            {cpu:7.2f} s  {mb / cpu:8.1f} MB/s"
           f"   (wall {wall:.2f} s)")  # fmt: skip

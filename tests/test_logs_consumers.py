@@ -20,10 +20,13 @@ def test_ingest_stores_unread_lines_and_reports_them(lg: Any, db_url: str, tmp_p
     log = tmp_path / "train_huge.log"
     shutil.copy(FIXTURES / "huge_numbers.log", log)
     result = lg.ingest(log)
-    assert result.unread_lines == 4 and result.summary["unread_lines"] == 4
+    assert result.unread_lines == 3 and result.summary["unread_lines"] == 3
+    assert result.summary["unread_values"] == 1  # step 4's loss of 1e400: the step is kept
     assert [u["line"] for u in result.summary["unread"]] == [4, 5, 6, 7]
-    assert len(lg.steps_frame("huge")) == 6  # the rest of the log is stored
-    assert db_rows(db_url, "SELECT unread_lines FROM log_file") == [(4,)]
+    frame = lg.steps_frame("huge")
+    assert len(frame) == 7  # the rest of the log is stored, step 4 without its loss
+    assert frame.set_index("step").loss.isna().tolist() == [False, False, False, True] + [False] * 3
+    assert db_rows(db_url, "SELECT unread_lines FROM log_file") == [(3,)]
     clean = tmp_path / "train_clean.log"
     shutil.copy(FIXTURES / "torchtitan_running.log", clean)
     assert lg.ingest(clean).unread_lines == 0
@@ -94,13 +97,15 @@ def test_split_and_whole_ingests_store_the_same(lg: Any, tmp_path: Path) -> None
 
 def test_parse_reports_unread_lines(tmp_path: Path) -> None:
     data = json.loads(run_cli("parse", str(FIXTURES / "huge_numbers.log"), "--json").stdout)
-    assert data["unread_lines"] == 4
-    assert data["unread"][0] == {"line": 4, "reason": "step out of range"}
+    assert data["unread_lines"] == 3 and data["unread_values"] == 1
+    assert data["unread"][0] == {"line": 4, "reason": "step out of range", "text": ""}
+    assert data["unread"][3] == {"line": 7, "reason": "value out of range: loss", "text": ""}
     clean = json.loads(run_cli("parse", str(FIXTURES / "torchtitan_running.log"), "--json").stdout)
     assert clean["unread_lines"] == 0 and clean["unread"] == []
     said = run_cli("parse", str(FIXTURES / "huge_numbers.log"))
     assert said.exit_code == 0
-    assert "4 lines could not be read (first: line 4, step out of range)" in said.stdout
+    assert "3 lines could not be read (first: line 4, step out of range)" in said.stdout
+    assert "1 value could not be read (their lines were)" in said.stdout
     quiet = run_cli("parse", str(FIXTURES / "torchtitan_running.log")).stdout
     assert "could not be read" not in quiet
 
@@ -157,3 +162,21 @@ def test_config_items_pass_the_redaction_gate(lg: Any, db_url: str, tmp_path: Pa
     everything = " ".join(str(v) for v in stored.values())
     assert token not in everything and "0123456789abcdef0123456789abcdef" not in everything
     assert {"arg.hf_token", "arg.wandb_api_key"} <= set(stored)  # kept, their values masked
+
+
+def test_ingest_warns_once_per_file_of_lines_it_did_not_read(lg: Any, tmp_path: Path) -> None:
+    planted = tmp_path / "train_planted.log"
+    shutil.copy(FIXTURES / "unknown_shapes_planted.log", planted)
+    clean = tmp_path / "train_clean.log"
+    shutil.copy(FIXTURES / "torchtitan_running.log", clean)
+    result = run_cli("ingest", str(planted), str(clean))
+    assert result.exit_code == 0, result.stderr
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1  # once for the planted file, nothing for the clean one
+    assert "train_planted.log: 20 lines could not be read, e.g. line 4: ep#0" in warnings[0]
+    assert "ledger pattern add" in warnings[0]
+    assert "20 lines could not be read" in result.stdout
+    again = run_cli("ingest", str(planted))  # nothing new read: nothing to warn of
+    assert not [ln for ln in again.stderr.splitlines() if ln.startswith("warning:")]
+    data = json.loads(run_cli("ingest", str(planted), "--json").stdout)
+    assert data["unread_lines"] == 20

@@ -335,10 +335,11 @@ def test_the_summary_says_what_the_file_is(name: str, content: str) -> None:
 
 def test_numbers_out_of_range_make_their_line_unread() -> None:
     s = _parse("huge_numbers.log")
-    assert s.unread_lines == 4 and (s.steps, s.last_step) == (6, 7)
+    assert s.unread_lines == 3 and (s.steps, s.last_step) == (7, 7)
+    assert s.unread_values == 1  # `loss 1e400` costs the loss, not step 4
     assert [u.line for u in s.unread] == [4, 5, 6, 7]
     assert {u.reason for u in s.unread} == {
-        "step out of range", "rank out of range", "number out of range",
+        "step out of range", "rank out of range", "value out of range: loss",
     }  # fmt: skip
     found = _found((FIXTURES / "huge_numbers.log").read_text())
     assert all(abs(row[1]) <= INT64_MAX and row[0] <= INT64_MAX for row in found.steps)
@@ -346,7 +347,8 @@ def test_numbers_out_of_range_make_their_line_unread() -> None:
     # the same lines read by a learned template (the fast path) say the same
     fast = _found(STEPS + "step 9223372036854775808 | loss 1.0 | tok/s 100\n"
                   "step 11 | loss 1e400 | tok/s 14011\n")  # fmt: skip
-    assert [u.reason for u in fast.unread] == ["step out of range", "number out of range"]
+    assert [u.reason for u in fast.unread] == ["step out of range", "value out of range: loss"]
+    assert [row[1] for row in fast.steps][-1] == 11 and fast.steps[-1][7] is None
     assert parse_text("inf and nan as written: step 1 | loss nan | tok/s inf\n").steps == 1
 
 

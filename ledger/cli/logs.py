@@ -62,12 +62,43 @@ def render_summary(s: dict[str, Any], name: str | None = None) -> str:
         from ledger.logs.nvsmi import describe
 
         lines.append("  " + describe(s["gpus"]))
-    if s.get("unread_lines"):
-        first = s.get("unread") or [{}]
-        where = f" (first: line {first[0]['line']}, {first[0]['reason']})" if first[0] else ""
-        n = s["unread_lines"]
-        lines.append(f"  {n:,} line{'s' if n != 1 else ''} could not be read{where}")
+    lines.extend(unread_lines(s))
     return "\n".join(lines)
+
+
+SHOWN_UNREAD = 5
+
+
+def unread_lines(s: dict[str, Any]) -> list[str]:
+    """What could not be read: the count, up to five of the lines with their numbers, and
+    how to teach the reader their shape."""
+    n = s.get("unread_lines") or 0
+    values = s.get("unread_values") or 0
+    unread = s.get("unread") or []
+    out = []
+    if n:
+        first = next((u for u in unread if not u["reason"].startswith("value ")), None)
+        where = f" (first: line {first['line']}, {first['reason']})" if first else ""
+        out.append(f"  {n:,} line{'s' if n != 1 else ''} could not be read{where}")
+    if values:
+        out.append(f"  {values:,} value{'s' if values != 1 else ''} could not be read "
+                   "(their lines were)")  # fmt: skip
+    shown = [u for u in unread if u.get("text")][:SHOWN_UNREAD]
+    for u in shown:
+        out.append(f"    line {u['line']}: {u['text'][:160]}")
+    if shown:
+        out.append("  " + teach_hint(shown[0]["text"]))
+    return out
+
+
+def teach_hint(text: str) -> str:
+    """One line: how to teach the reader the shape of an unread line."""
+    import shlex
+
+    from ledger.logs.metriclike import suggest
+
+    regex = shlex.quote(suggest(text))
+    return f"to read lines of this shape, teach it: ledger pattern add {regex}"
 
 
 @cli.command()
@@ -204,6 +235,8 @@ def ingest(
                     bar.close()
         if not results:
             raise skipped[0]
+    for r in results:
+        _warn_unread(r)
     emit(
         results if len(results) > 1 else results[0],
         as_json,
@@ -211,6 +244,19 @@ def ingest(
     )
     if not follow and skipped:
         sys.exit(1)
+
+
+def _warn_unread(r: records.IngestResult) -> None:
+    """Once per file: lines that look like metrics were not read (and how to teach them)."""
+    shown = [u for u in r.summary.get("unread") or [] if u.get("text")]
+    if not r.unread_lines or not shown or not r.read_bytes:  # nothing new: said before
+        return
+    n = r.unread_lines
+    first = shown[0]
+    warn(
+        f"warning: {r.path}: {n:,} line{'s' if n != 1 else ''} could not be read, e.g. "
+        f"line {first['line']}: {first['text'][:120]}; {teach_hint(first['text'])}"
+    )
 
 
 def _ingest_line(r: records.IngestResult) -> str:

@@ -17,6 +17,11 @@ from ledger.model.terms import EventKind as K
 
 _HEADER = re.compile(
     r"^\s*(?:\[epoch=(?P<epoch>\d+)\])?\[batch=(?P<step>\d+)(?:/(?P<total>\d+))?\]:\s*$"
+    # a step alone on its line (`Step 100/1000`, `=== iteration 100 ===`, `[step 100]:`),
+    # its values on the indented lines below
+    r"|^[ \t]*(?:[\[(=#*>\-]+[ \t]*)?(?:[Gg]lobal[ _])?(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER"
+    r"|[Uu]pdate)[ \t]*[:=#]?[ \t]*(?P<step2>\d{1,18})(?:[ \t]*(?:/|of)[ \t]*(?P<total2>\d{1,18}))?"
+    r"[ \t]*[\])=#*<\-]*[ \t]*:?[ \t]*$"
 )
 _FRESH = re.compile(r"^(?:\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |[A-Z][a-z]+ \d|\w+:\s)")
 _MAX_BLOCK = 64
@@ -138,7 +143,8 @@ class Blocks:
         if m is None:
             return False
         self._close_block()
-        head = f"step {m.group('step')}" + (f"/{m.group('total')}" if m.group("total") else "")
+        step, total = m.group("step") or m.group("step2"), m.group("total") or m.group("total2")
+        head = f"step {step}" + (f"/{total}" if total else "")
         if m.group("epoch"):
             head += f" | epoch {m.group('epoch')}"
         self.state.block = Pending("header", line, rank, head)
@@ -185,7 +191,10 @@ class Blocks:
         text = " | ".join([block.text, *block.extra])
         read = self.shapes.read(text, block.rank, "", learn_it=False)
         if read is not None:
+            read.shape = "record over lines"
             self.steps.take_read(block.line, read)
+        else:
+            self.rec.unread(block.line, "a record over lines the reader could not read", text)
 
     def close_all(self) -> None:
         """The input ended: close what is open."""

@@ -23,7 +23,10 @@ _HINT = re.compile(
     r"|Aborted|core dumped|Fatal|FATAL|[Ww]arning|WARN|train_runtime|[Tt]raining"
     r"|[Ff]inished|Done training|fit` stopped|exits successfully|final (?:checkpoint|model)"
     r"|CANCELLED|DUE TO|[Rr]estart|[Rr]esuming|End of|OMP_NUM_THREADS|Running training"
-    r"|elastic_operator|[Rr]elaunch|Run summary|RESOURCE_EXHAUSTED"
+    r"|elastic_operator|[Rr]elaunch|Run summary|RESOURCE_EXHAUSTED|terminate called"
+    r"|illegal memory access|device-side assert|c10::|[Ss]ignal[ :]+\d|Signals\.|Terminated"
+    r"|[Ee]arly[ _-]?[Ss]top|Signaling Trainer|[Tt]otal (?:\w+ )?time|completed? in "
+    r"|[Ee]xception in thread|[Uu]n(?:caught|handled) exception"
 )
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory"
@@ -67,6 +70,25 @@ _CRASH_SIGNAL = re.compile(
     r"Segmentation fault|Bus error|Aborted \(core dumped\)"
     r"|Fatal Python error: (?:Segmentation|Aborted|Bus)"
 )
+# A launcher's word that its workers got a signal: torchrun/elastic (`Received
+# Signals.SIGTERM death signal`), `received signal 15`, mpirun's `exited on signal 9`,
+# Slurm's `srun: error: node1: task 0: Terminated`, Lightning's `Received SIGTERM: 15`.
+_LAUNCHER_SIGNAL = re.compile(
+    r"(?:[Rr]eceived|[Cc]aught|got|exited on|killed by|died with|terminated by)"
+    r" (?:the )?(?:death )?[Ss]ignal[:\s]*(?:<?Signals\.\w+:\s*)?(?P<num>\d{1,3})"
+    r"|[Ss]ignal (?P<num2>\d{1,3}) (?:received|caught)"
+    r"|\btask \d+: (?P<word>Terminated|Killed)\b|^(?P<bare>Terminated)\s*$"
+)
+# A C++ abort: what std::terminate prints, c10 and CUDA errors (an illegal memory access,
+# a device-side assert), with no Python traceback around them.
+_ABORT = re.compile(
+    r"CUDA error: |illegal memory access|device-side assert|cudaError\w+|CUDA_ERROR_\w+"
+    r"|terminate called after throwing|terminate called without an active exception"
+    r"|\bc10::\w*Error\b|what\(\):"
+)
+_ABORT_TELLING = re.compile(r"CUDA error|illegal memory|device-side|cudaError|CUDA_ERROR|what\(\)")
+# An exception no one caught, in a worker thread or reported by the trainer.
+_UNCAUGHT = re.compile(r"^Exception in thread \S+|[Uu]n(?:caught|handled) exception")
 _SIGNAME = re.compile(r"\b(?P<name>SIGKILL|SIGTERM|SIGINT|SIGABRT|SIGSEGV|SIGBUS|SIGHUP)\b")
 _CLOSING = re.compile(r"closing signal|Sending process \d+ closing")
 _FINISHED = re.compile(
@@ -74,6 +96,12 @@ _FINISHED = re.compile(
     r"|Finished training|Done training|`Trainer\.fit` stopped|exits successfully"
     r"|\b[Ee]nd of training\b|[Ss]aving (?:the )?final (?:checkpoint|model)|done training"
     r"|[Tt]raining (?:run )?complete\b|[Tt]otal training time|wandb: Run summary"
+    r"|[Ee]arly[ _-]?[Ss]topping\b(?![(.])"
+    r"(?!\s*(?:callback|patience|=|:|mode|monitor|with|is|enabled|after|counter))"
+    r"|[Ee]arly[ _-]?stopped|Signaling Trainer to stop|\bepochs? completed in\b"
+    r"|^\W*(?:[Tt]otal (?:training |train |run |wall )?time|[Tt]raining time|[Tt]ime elapsed)"
+    r"\s*(?:\(\w+\))?\s*[:=]?\s*[\d:.]+\s*(?:[a-z]{1,7}\s*)?$"
+    r"|[Tt]raining complete in\b"
 )
 _TEST_SUMMARY = re.compile(
     r"\b(?:[Tt]est|TEST)(?: set)?[ _](?:metric|results?|loss|acc(?:uracy)?|ppl|perplexity)\b"
@@ -179,6 +207,11 @@ def classify(text: str) -> list[Found]:
     sig = _signal(text, short)
     if sig is not None:
         out.append(sig)
+    if sig is None and _ABORT.search(text) and not out:  # an NCCL abort said so above
+        weight = 2 if _ABORT_TELLING.search(text) else 1
+        out.append(Found(K.ERROR, short, "crashed", weight=weight))
+    if not out and _UNCAUGHT.search(text):
+        out.append(Found(K.ERROR, short, "crashed", weight=1))
     if _FINISHED.search(text):
         out.append(Found(K.FINISHED, short, "finished"))
     if _RESTART.search(text):
@@ -285,6 +318,13 @@ def _signal(text: str, short: str) -> Found | None:
     m = _RETURNCODE.search(text)
     if m is not None:
         return _from_code(int(m.group("code") or m.group("code2")), None, short)
+    m = _LAUNCHER_SIGNAL.search(text)
+    if m is not None:
+        if m.group("word") or m.group("bare"):  # Terminated, Killed: SIGTERM, SIGKILL
+            return Found(K.SIGNAL, short, "killed", weight=1)
+        num = int(m.group("num") or m.group("num2"))
+        name = SIGNALS.get(num, f"signal {num}")
+        return Found(K.SIGNAL, short, _signal_effect(name), weight=1)
     if _CANCELLED.search(text):  # Slurm's time limit, a user's scancel, preemption
         return Found(K.SIGNAL, short, "cancelled", weight=2)
     if _CRASH_SIGNAL.search(text):

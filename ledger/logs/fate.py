@@ -102,15 +102,19 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         Fate.CRASHED,
-        "a worker's traceback, an uncaught exception, a crash signal (SIGSEGV, SIGABRT, "
-        "core dumped); the launcher's own ChildFailedError does not count, nor a traceback "
-        "after a Slurm cancellation",
+        "a worker's traceback, an uncaught exception (`Exception in thread …`, `Uncaught "
+        "exception`), a C++ abort (`terminate called after throwing`, `c10::Error`, a CUDA "
+        "error such as an illegal memory access or a device-side assert), a crash signal "
+        "(SIGSEGV, SIGABRT, core dumped); the launcher's own ChildFailedError does not "
+        "count, nor a traceback after a Slurm cancellation",
         _cause("crashed"),
     ),
     (
         Fate.KILLED,
-        "a kill: Slurm's `CANCELLED` (time limit, user, preemption), exitcode -9/-15, "
-        "`Killed`, SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
+        "a kill: Slurm's `CANCELLED` (time limit, user, preemption) and `srun: … task 0: "
+        "Terminated`, exitcode -9/-15, `Killed`, a launcher's signal line (`received "
+        "signal 15`, torchrun's `Received Signals.SIGTERM death signal`, `got signal: 15`, "
+        "mpirun's `exited on signal 9`), SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
         _cause("cancelled", "killed"),
     ),
     (
@@ -120,10 +124,12 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         Fate.FINISHED,
-        "a final summary (`train_runtime`), `Training completed`, `End of training`, "
-        "`saving final checkpoint`, a test summary after the last epoch, the last step "
-        "equal to the announced total, the main bar at its total, the last epoch's bar at "
-        "100 %, exit code 0",
+        "a final summary (`train_runtime`, a `Total time: 0:12:34` line, `10 epochs "
+        "completed in …`, `Training complete in …`), `Training completed`, `End of "
+        "training`, early stopping (`Epoch 12: early stopping`, `Signaling Trainer to "
+        "stop`), `saving final checkpoint`, a test summary after the last epoch, the last "
+        "step equal to the announced total, the main bar at its total, the last epoch's bar "
+        "at 100 %, exit code 0",
         _finished,
     ),
     (Fate.STALLED, "a followed or probed log stopped growing while loading or running", _stalled),
@@ -145,11 +151,17 @@ RULES: tuple[Rule, ...] = (
 
 def decide(f: Facts) -> tuple[str, str]:
     """(fate, reason) by the first rule that holds."""
-    for fate, _doc, test in RULES:
+    _rule, fate, reason = decide_rule(f)
+    return fate, reason
+
+
+def decide_rule(f: Facts) -> tuple[int, str, str]:
+    """(rule number from 1, fate, reason) of the first rule that holds."""
+    for i, (fate, _doc, test) in enumerate(RULES, 1):
         reason = test(f)
         if reason is not None:
-            return fate.value, reason
-    return Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule always holds
+            return i, fate.value, reason
+    return len(RULES), Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule holds
 
 
 def rule_table() -> str:

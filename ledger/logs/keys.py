@@ -59,6 +59,9 @@ THROUGHPUT_KEYS = {
     "throughput_per_gpu_tflop_s_gpu": ("TFLOP/s", 0), "approx_flops_per_gpu": ("TFLOP/s", 1),
     "model_tflops": ("TFLOP/s", 1), "tflop_s_gpu": ("TFLOP/s", 0),
     "samples_per_second_per_gpu": ("samples/s", 1),
+    # PyTorch/XLA's per-device `Rate=` (examples a second); its `GlobalRate=` is a metric
+    "rate": ("samples/s", 3), "examples_per_sec": ("samples/s", 0),
+    "examples_per_second": ("samples/s", 0), "ex_s": ("samples/s", 1),
 }  # fmt: skip
 ALLOC_KEYS = {"memory_allocated", "mem_allocated", "memallocated", "allocated", "mem_alloc",
               "memory_alloc", "alloc", "allocated_memory", "mem_allocated_gb",
@@ -81,7 +84,10 @@ RATE_UNITS = {
     "tps": "tok/s", "samples/s": "samples/s", "samples/sec": "samples/s", "it/s": "it/s",
     "s/it": "s/it", "words/s": "words/s", "wps": "words/s", "tflop/s": "TFLOP/s",
     "tflops": "TFLOP/s", "tflop/s/gpu": "TFLOP/s", "step/s": "it/s", "steps/s": "it/s",
-    "batch/s": "it/s", "sample/s": "samples/s", "token/s": "tok/s",
+    "batch/s": "it/s", "sample/s": "samples/s", "token/s": "tok/s", "img/s": "samples/s",
+    "imgs/s": "samples/s", "images/s": "samples/s", "images/sec": "samples/s",
+    "examples/s": "samples/s", "examples/sec": "samples/s", "seq/s": "samples/s",
+    "sequences/s": "samples/s", "words/sec": "words/s",
 }  # fmt: skip
 
 _NORMAL = re.compile(r"[^a-z0-9]+")
@@ -89,12 +95,15 @@ _EVAL = re.compile(r"^(?:eval|val|valid|validation|test|dev|evaluation)(?:_|$)|_
 _LOSS_FAMILY = re.compile(r"^(?:train(?:ing)?_)?(?:lm_|ce_|total_)?loss(?:_|$)")
 _TIME_FAMILY = re.compile(r"^(?:train_)?(?:step|iter|iteration|batch)_?(?:time|duration)")
 _RATE_NAME = re.compile(
-    r"^(?:train_)?(?:throughput_)?(?P<what>tokens|token|tok|samples|sample|tflops|tflop|words)"
+    r"^(?:train_)?(?:throughput_)?(?P<what>tokens|token|tok|samples|sample|tflops|tflop|words"
+    r"|images|imgs|img|examples|sequences|seqs|seq)"
     r"_(?:per_)?(?:s|sec|second)(?:_|$)"
 )
 _RATE_OF = {"token": "tok/s", "tokens": "tok/s", "tok": "tok/s", "sample": "samples/s",
             "samples": "samples/s", "tflop": "TFLOP/s", "tflops": "TFLOP/s",
-            "words": "words/s"}  # fmt: skip
+            "words": "words/s", "images": "samples/s", "imgs": "samples/s", "img": "samples/s",
+            "examples": "samples/s", "sequences": "samples/s", "seqs": "samples/s",
+            "seq": "samples/s"}  # fmt: skip
 _PREFIXES = ("train_", "training_", "trainer_", "throughput_", "perf_")
 
 _norm_cache: dict[str, str] = {}

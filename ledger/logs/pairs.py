@@ -9,7 +9,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.logs.keys import (
     EPOCH,
@@ -50,7 +50,13 @@ _KV = re.compile(
 )
 _BARE = re.compile(
     r"(?<![\w./:\-])(?P<val>\d[\d,]*(?:\.\d+)?)(?:[ \t]*/[ \t]*(?P<val2>\d[\d,]*(?:\.\d+)?))?"
-    r"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms|sec)(?![\w/])"
+    r"[ \t]?(?P<unit>tok/s|tokens/s|tok/sec|samples/s|samples/sec|it/s|s/it|ms/step|s/step"
+    r"|us/step|ms|sec)(?![\w/])"
+)
+# A device named on the line (`Device=xla:0/3`, `device: cuda:5`): the rank it is.
+_DEVICE = re.compile(
+    r"\b[Dd]evice[=:][ \t]*(?:(?:xla|cuda|gpu|tpu|npu|hpu|xpu):)?(?P<a>\d{1,6})"
+    r"(?:/(?P<b>\d{1,6}))?\b"
 )
 _FRACTION = re.compile(r"(?<![\w./:\-])(?P<n>\d+)[ \t]*/[ \t]*(?P<total>\d+)(?![\w./])")
 HEAD = re.compile(
@@ -63,7 +69,7 @@ TIMESTAMP = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?"
 )
 _TS_PARTS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-MAX_LINE = 2000  # longer lines are not read for values (a step line is short)
+MAX_LINE = 16384  # longer lines are not read for values; one that looks like metrics is unread
 
 _ts_cache: dict[str, float] = {}
 
@@ -102,6 +108,7 @@ class StepLine:
     position: int | None = None
     unit: str | None = None
     eval_only: bool = False  # only evaluation figures: a summary, not a step
+    dropped: list[str] = field(default_factory=list)  # values no float holds (`1e400`)
 
 
 def find(line: str, given: list[Value], unit: str | None) -> tuple[list[Value], str | None]:
@@ -115,6 +122,12 @@ def find(line: str, given: list[Value], unit: str | None) -> tuple[list[Value], 
     tm = TIMESTAMP.search(line, 0, head_end) if head_end else None
     if tm is not None and not _overlaps(tm.start(), tm.end(), taken):
         values.append(Value(tm.start("ts"), tm.end("ts"), WALL, kind="wall"))
+    if "evice" in line and not any(v.target == RANK for v in values):
+        d = _DEVICE.search(line)
+        if d is not None:
+            group = "b" if d.group("b") else "a"
+            values.append(Value(d.start(group), d.end(group), RANK, kind="int"))
+            taken.append((d.start(), d.end()))
     for m in _KV.finditer(line, head_end):
         if _overlaps(m.start("val"), m.end("val"), taken):
             continue
@@ -146,6 +159,7 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
     epoch = None
     measured = False
     evaluated = False
+    dropped: list[str] = []
     for text, v in zip(texts, values, strict=True):
         if text is None:
             continue
@@ -167,7 +181,11 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
             if w is not None:
                 out[WALL] = w
         else:
-            x = written_float(text)
+            try:
+                x = written_float(text)
+            except Unreadable:  # `grad_norm=1e400`: that value is lost, not the line
+                dropped.append(v.name or _COLUMN_NAMES.get(t, "value"))
+                continue
             if x is None:
                 continue
             if v.kind == "memory":
@@ -191,7 +209,16 @@ def convert(texts: list[str | None], values: list[Value], unit: str | None) -> S
                 out[t] = x
                 measured = True
     return StepLine(
-        rank, step, total, out, metrics, epoch, position, unit, evaluated and not measured
+        rank,
+        step,
+        total,
+        out,
+        metrics,
+        epoch,
+        position,
+        unit,
+        evaluated and not measured,
+        dropped,
     )
 
 
@@ -292,8 +319,9 @@ def _pair(key: str, m: re.Match[str]) -> list[Value] | None:
 def _bare(m: re.Match[str]) -> list[Value]:
     unit = m.group("unit")
     vs, ve = m.start("val"), m.end("val")
-    if unit == "ms":
-        return [Value(vs, ve, STEP_TIME, scale=1e-3, priority=2)]
+    if unit in ("ms", "ms/step", "s/step", "us/step"):  # Keras' `4ms/step`: the step time
+        scale = {"ms": 1e-3, "ms/step": 1e-3, "s/step": 1.0, "us/step": 1e-6}[unit]
+        return [Value(vs, ve, STEP_TIME, scale=scale, priority=2)]
     if unit == "sec":
         return [Value(vs, ve, METRIC, name="time_s")]
     rate = RATE_UNITS.get(unit.lower(), unit)

@@ -21,8 +21,9 @@ import re
 from collections.abc import Callable
 
 from ledger.logs import events as ev
-from ledger.logs import nvsmi, runconfig
+from ledger.logs import jsonlines, metriclike, nvsmi, runconfig
 from ledger.logs.blocks import Blocks
+from ledger.logs.fastpath import FastPath
 from ledger.logs.keys import normalize
 from ledger.logs.lines import Splitter, clean
 from ledger.logs.numbers import Unreadable
@@ -32,6 +33,7 @@ from ledger.logs.runstate import RunState
 from ledger.logs.shapes import LineShapes, compile_patterns
 from ledger.logs.state import STATE_VERSION
 from ledger.logs.steps import Steps
+from ledger.logs.tables import Tables
 from ledger.logs.templates import Template
 from ledger.model.logs import Found, LogSummary
 from ledger.model.terms import EventKind as K
@@ -48,11 +50,9 @@ _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|NaN
 _TABLE_KEYS = {"step", "global_step", "iteration", "iter", "loss", "train_loss", "epoch"}
 # Lines of tools that repeat a run's figures after it: W&B's run summary and history.
 _NOT_STEPS = ("wandb:", "wandb: ")
-_INF = float("inf")
-_NINF = -_INF
 _SNIFF_CHARS = 1 << 16
 _SNIFF_LINES = 400
-_SWITCH_AFTER = 16  # gap lines another template read before the fast path takes it
+UNKNOWN_SHAPE = "metrics in a shape the reader does not know"
 
 
 def strict_default() -> bool:
@@ -87,8 +87,10 @@ class LogReader:
         self.rec = Recorder(st)
         self.steps = Steps(st, self.rec, rows=rows, flush_bar=self._flush_bar)
         self.blocks = Blocks(st, self.rec, self.steps, self.shapes)
+        self.tables = Tables(st, self.rec, self.steps, self.shapes)
         self.tail = ""  # the last line fed, when it had no end yet
-        self._gap_hits = 0
+        self.fast = FastPath(self)
+        self.gap_hits = 0
 
     # -- saving and resuming ---------------------------------------------------------------
 
@@ -147,7 +149,7 @@ class LogReader:
         out = Found()
         self.rec.out = out
         st = self.state
-        self._guard(self._flush_bar)
+        self.guard(self._flush_bar)
         if self.tail:
             found = ev.cut_event(self._untagged(self.tail))
             last = st.last_event
@@ -156,7 +158,7 @@ class LogReader:
             ):
                 self.rec.event(st.line, None, found)
             self.tail = ""
-        self._guard(self.blocks.close_all)
+        self.guard(self.blocks.close_all)
         return out
 
     def summary(self, *, tail: str = "", stalled: bool = False) -> LogSummary:
@@ -184,99 +186,14 @@ class LogReader:
     # -- lines -----------------------------------------------------------------------------
 
     def _read(self, text: str) -> None:
-        """Step lines of the busiest template are found a block at a time (one finditer)
-        and read a run of consecutive lines at a time; the lines between them one by one."""
-        n = len(text)
-        pos = 0
-        while pos < n:
-            tpl = self._hot()
-            if tpl is None:
-                self._lines(text, pos, n)
-                return
-            self._gap_hits = 0
-            switched = False
-            batch: list[re.Match[str]] = []
-            slow = self.blocks.open
-            for m in tpl.block.finditer(text, pos):
-                start, end = m.span()
-                if start != pos:
-                    if start and text[start - 1] != "\n":
-                        continue  # the shape glued inside a line: the line is read as a whole
-                    if batch:
-                        self._take(batch, tpl)
-                        batch = []
-                    self._lines(text, pos, start)
-                    if self._gap_hits > _SWITCH_AFTER and self.shapes.last is not tpl:
-                        pos = start
-                        switched = True
-                        break
-                    slow = self.blocks.open
-                if slow:  # a traceback or a record over lines is open: it may take this line
-                    if batch:
-                        self._take(batch, tpl)
-                        batch = []
-                    self._lines(text, start, end + 1)
-                    pos = end + 1
-                    slow = self.blocks.open
-                    continue
-                batch.append(m)
-                pos = end + 1  # past its newline (past the end, on the text's last line)
-            if batch:
-                self._take(batch, tpl)
-            pos = min(pos, n)
-            if not switched:
-                if pos < n:
-                    self._lines(text, pos, n)
-                return
+        self.fast.read(text)  # ledger.logs.fastpath: step lines a block at a time
 
-    def _take(self, batch: list[re.Match[str]], tpl: Template) -> None:
-        """Lines a template matched, one after the other from st.line: converted at once,
-        counted by Steps.take_many; a line that cannot be is read on its own."""
-        st = self.state
-        first = st.line
-        last_end = batch[-1].end()
-        ends_open = last_end == len(batch[-1].string)  # the text's last line, no newline yet
-        try:
-            flats = tpl.convert_many([m.groups() for m in batch])
-            if self.rows:
-                for flat in flats:
-                    if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
-                        raise ValueError("inf")  # 1e400 is not inf as written: look closer
-        except (ValueError, OverflowError):
-            for i, m in enumerate(batch):
-                st.line = first + i
-                self._one(m, tpl)
-        else:
-            try:
-                self.steps.take_many(first, flats, tpl.names, tpl.unit, tpl.shape, tpl.summary)
-            except Unreadable:
-                for i, m in enumerate(batch):  # again, one by one, to count the bad one
-                    st.line = first + i
-                    self._one(m, tpl)
-            except Exception as exc:
-                if self.strict:
-                    raise
-                self.rec.unread(first, type(exc).__name__)
-        st.line = first + len(batch) - (1 if ends_open else 0)
-
-    def _one(self, m: re.Match[str], tpl: Template) -> None:
-        try:
-            flat = tpl.convert_block(m.groups())
-            if _INF in flat or _NINF in flat or _INF in flat[-1] or _NINF in flat[-1]:
-                raise ValueError("inf")
-        except (ValueError, OverflowError):
-            self._segment(m.group(0))  # the slow path reads it or says why not
-            return
-        self._guard(
-            self.steps.take, self.state.line, flat, tpl.names, tpl.unit, tpl.shape, tpl.summary
-        )
-
-    def _hot(self) -> Template | None:
+    def hot(self) -> Template | None:
         if self.state.lines.wrap or not self.shapes.templates:
             return None
         return self.shapes.last or self.shapes.templates[0]
 
-    def _lines(self, text: str, start: int, end: int) -> None:
+    def lines(self, text: str, start: int, end: int) -> None:
         """Read text[start:end], whole lines (the last one may be the unfinished end)."""
         st = self.state
         parts = text[start:end].split("\n")
@@ -299,8 +216,8 @@ class LogReader:
                     self._redraw(part)
                 else:
                     if st.pend is not None:
-                        self._guard(self._flush_bar)
-                    self._segment(part)
+                        self.guard(self._flush_bar)
+                    self.segment(part)
             if i < last:
                 st.line += 1
 
@@ -312,25 +229,25 @@ class LogReader:
         if i > 0 and seg[-1] == "]" and not st.tracebacks and "=" not in seg[i:]:
             key = seg[:i].rstrip("0123456789. ")
             if st.pend is not None and key != st.pend_key:
-                self._guard(self._flush_bar)
+                self.guard(self._flush_bar)
             st.pend, st.pend_key, st.pend_line = seg, key, st.line
             return
         if st.pend is not None:
-            self._guard(self._flush_bar)
-        self._segment(seg)
+            self.guard(self._flush_bar)
+        self.segment(seg)
 
     def _flush_bar(self) -> None:
         st = self.state
         seg, line = st.pend, st.pend_line
         st.pend = None
         if seg is not None:
-            self._segment(seg, line)
+            self.segment(seg, line)
 
-    def _segment(self, raw: str, line: int | None = None) -> None:
+    def segment(self, raw: str, line: int | None = None) -> None:
         """One segment of a line (a line, or one redraw of it), read in a guard."""
-        self._guard(self._classify, raw, self.state.line if line is None else line)
+        self.guard(self._classify, raw, self.state.line if line is None else line)
 
-    def _guard(self, fn: Callable[..., object], *args: object) -> None:
+    def guard(self, fn: Callable[..., object], *args: object) -> None:
         """Run a stage; what raises makes the line unread (re-raised in strict mode)."""
         try:
             fn(*args)
@@ -358,11 +275,24 @@ class LogReader:
         if self.shapes.templates:
             read = self.shapes.match(body, rank)
             if read is not None:
-                self._gap_hits += 1
+                self.gap_hits += 1
                 self.steps.take_read(line, read)
                 return
         if "%" in body or "it/s" in body or "s/it" in body:
             bars, before, rest = find_bars(body)
+            if bars and before.strip() and self.tables.could_head(before):
+                row = before + bars[0].desc  # a table row ending in its epoch's bar (YOLO)
+                if self.tables.take(line, rank, row, bars[0]):
+                    if rest.strip():
+                        self._body(line, rank, prefix, rest, False)
+                    return
+            elif bars and not before.strip():
+                desc = bars[0].desc  # an evaluation's header ending in its own bar (YOLO)
+                if (
+                    len(desc.split()) >= 3 and self.tables.could_head(desc)
+                    and self.tables.take(line, rank, desc, bars[0])
+                ):  # fmt: skip
+                    return
             if bars:
                 if before.strip():
                     self._body(line, rank, prefix, before, ended)
@@ -389,17 +319,28 @@ class LogReader:
             return
         if "," in body and self._table(line, rank, body):
             return
+        if self.tables.could_head(body) and self.tables.take(line, rank, body):
+            return
         if self._gpu(body):
             return
         if ev.init_hint(body):
             self.rec.start(line, body, strong=False)
             self.rec.loading(line, body)
             return
-        if _DIGIT.search(body) is None or body.startswith(_NOT_STEPS):
+        if body.startswith(_NOT_STEPS):
+            return
+        if _DIGIT.search(body) is None:
+            if st.header_width or len(body) < 400:
+                st.header_width = metriclike.header_width(body)  # a table's header, or not
             return
         m = _EPOCH_LINE.match(body)
         if m is not None:  # Keras' `Epoch 3/10` before the epoch's step line
-            st.epoch, st.epochs = int(m.group(1)), int(m.group(2))
+            epoch = int(m.group(1))
+            if st.epoch is not None and epoch < st.epoch and st.epoch_base is not None:
+                # another fit() in the same log: its steps go on after the last fit's
+                st.epoch_base -= st.epoch - epoch + 1
+                st.total = None  # this fit's end, counted on from the last fit's
+            st.epoch, st.epochs = epoch, int(m.group(2))
             st.epoch_zero = st.epoch_zero or st.epoch == 0
             return
         if st.tokens_per_step is None and "tokens per iteration" in body:
@@ -409,8 +350,27 @@ class LogReader:
         if ev.test_summary(body) and self._last_epoch_done():
             self.rec.finished(ev.clip(body, 200), line)
         read = self.shapes.read(body, rank, prefix)
+        if read is None and jsonlines.looks_like_json(body):
+            pairs = jsonlines.as_pairs(body)  # numbers as strings, nested objects
+            read = self.shapes.read(pairs, rank, "", learn_it=False) if pairs else None
+            if read is not None:
+                read.shape = "json lines"
         if read is not None:
             self.steps.take_read(line, read)
+            return
+        self._not_read(line, body)
+
+    def _not_read(self, line: int, body: str) -> None:
+        """A line no stage read: counted as unread when it looks like metrics (a shape the
+        reader does not know: it must not say it read everything when it did not)."""
+        st = self.state
+        if metriclike.looks_like_metrics(body) or (
+            st.header_width and metriclike.is_row(body, st.header_width)
+        ):
+            self.rec.unread(line, UNKNOWN_SHAPE, body)
+            return
+        if len(body) < 400:
+            st.header_width = metriclike.header_width(body) or st.header_width
 
     def _events(self, line: int, rank: int | None, body: str, ended: bool) -> bool:
         """Events on the line; True when nothing else is to be read from it."""
@@ -461,6 +421,8 @@ class LogReader:
                 read = self.shapes.read(text, rank, "", learn_it=False)
                 if read is not None:
                     self.steps.take_read(line, read)
+                else:
+                    self.rec.unread(line, UNKNOWN_SHAPE, body)
                 return True
             st.table_columns = None  # the table ended
         if 2 <= len(cells) <= 64 and all(_COLUMN.fullmatch(c) for c in cells):

@@ -22,6 +22,8 @@ from ledger.logs.runstate import (
 from ledger.model.logs import ConfigItem, Found, LogEvent, Unread
 from ledger.model.terms import EventKind as K
 
+MAX_UNREAD_TEXT = 300  # what is shown of an unread line
+
 # The events a story is told with: what `last_event` names (warnings and bars are not).
 STORY = frozenset({K.OOM, K.NCCL, K.RECOMPILE, K.GRAPH_BREAK, K.TRACEBACK, K.SIGNAL,
                    K.RESTART, K.FINISHED, K.STALL})  # fmt: skip
@@ -170,9 +172,23 @@ class Recorder:
         st.content.evidence = True
         self.out.config.append(ConfigItem(key, value, line))
 
-    def unread(self, line: int, reason: str) -> None:
+    def unread(self, line: int, reason: str, text: str = "") -> None:
+        """A line not read: counted, and the first ones kept with why (and their text,
+        when it is a line that looks like metrics, for a person to teach its shape)."""
         st = self.state
         st.unread += 1
-        self.out.unread.append(Unread(line, reason))
+        self._keep(line, reason, text)
+
+    def unread_value(self, line: int, reason: str, text: str = "") -> None:
+        """A value not read (a number no column holds): the rest of its line is."""
+        self.state.unread_values += 1
+        self._keep(line, reason, text)
+
+    def _keep(self, line: int, reason: str, text: str) -> None:
+        st = self.state
+        text = ev.clip(text, MAX_UNREAD_TEXT) if text else ""
+        self.out.unread.append(Unread(line, reason, text))
         if len(st.unread_first) < MAX_UNREAD:
             st.unread_first.append((line, reason))
+            if text:
+                st.unread_text[line] = text

@@ -116,6 +116,9 @@ class RunState(Serial):
     gpus: dict[int, Gpu] = field(default_factory=dict)
     csv_fields: list[str] | None = None
     table_columns: list[str] | None = None  # a metrics CSV's header (`step,loss,…`)
+    table_header: list[str] | None = None  # an aligned table's column names (tables.py)
+    table_spans: list[tuple[int, int]] = field(default_factory=list)
+    table_eval: bool = False  # the table is an evaluation's (its rows are not steps)
     csv_next: int = 0
     table_gpu: Gpu | None = None
     tracebacks: dict[int | None, Pending] = field(default_factory=dict)
@@ -129,6 +132,9 @@ class RunState(Serial):
     pend_line: int = 0
     unread: int = 0
     unread_first: list[tuple[int, str]] = field(default_factory=list)
+    unread_text: dict[int, str] = field(default_factory=dict)  # the first ones' text, by line
+    unread_values: int = 0  # values no column holds (`1e400`): dropped, their line kept
+    header_width: int = 0  # the columns of the last table header no stage read
     runs: int = 1
     shapes: dict[str, int] = field(default_factory=dict)
     run: RunFacts = field(default_factory=RunFacts)

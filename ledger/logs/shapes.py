@@ -79,9 +79,9 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "keras progress",
-        r"^\s*(?P<position>\d+)/(?P<total>\d+)\s+\[[=>.]*\]",
+        r"^\s*(?P<position>\d+)/(?P<total>\d+)\s+(?:\[[=>.]*\]|[━─]+)",
         needle="/",
-        examples="Keras (`391/391 [====] - 20s - loss: 0.5`)",
+        examples="Keras (`391/391 [====] - 20s - loss: 0.5`, `32/32 ━━━━ 0s 4ms/step - loss: 0.5`)",
     ),
     Shape(
         "leading step",
@@ -141,6 +141,7 @@ class Read:
     unit: str | None
     shape: str
     summary: bool  # repeats a step (evaluation figures): not a new step
+    dropped: tuple[str, ...] = ()  # values no float holds (`grad_norm=1e400`): not read
 
 
 class LineShapes:
@@ -203,7 +204,7 @@ class LineShapes:
                     self.templates.pop()
                 self.templates.insert(0, tpl)
             return Read(_flat(line, rank), tuple(n for n, _x in line.metrics), unit, shape.name,
-                        summary)  # fmt: skip
+                        summary, tuple(line.dropped))  # fmt: skip
         return None
 
     def _read(

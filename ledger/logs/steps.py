@@ -53,6 +53,8 @@ class Steps:
 
     def take_read(self, line: int, read: Read) -> None:
         self.take(line, read.flat, read.names, read.unit, read.shape, read.summary)
+        for name in read.dropped:  # the line is read; each value it lost is counted
+            self.rec.unread_value(line, f"value out of range: {name}")
 
     def take(
         self, line: int, flat: Flat, names: tuple[str, ...], unit: str | None, shape: str,
@@ -277,7 +279,8 @@ class Steps:
             if step is None:
                 step = int64((e - st.epoch_base) * total + position)
             if st.epochs and not st.total:  # the run's length, when the epochs are told
-                st.total = int64(st.epochs * total)
+                last = st.epochs - (1 if st.epoch_zero else 0)  # after the fits before it
+                st.total = int64(max(last - st.epoch_base + 1, 1) * total)
             return step, None, summary  # the epoch's length, not the run's
         return (step if step is not None else position), total, summary
 

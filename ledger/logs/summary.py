@@ -3,9 +3,10 @@ calls it on a copy that has read the unfinished tail and closed what was open)."
 
 from __future__ import annotations
 
-from ledger.logs.fate import Facts, decide, facts
+from ledger.logs.fate import Facts, decide_rule, facts
 from ledger.logs.runstate import EventState, RunState
 from ledger.model.logs import (
+    Decision,
     GpuStat,
     LogContent,
     LogEvent,
@@ -35,12 +36,17 @@ def content(state: RunState) -> LogContent:
 def build(state: RunState, *, stalled: bool = False) -> LogSummary:
     kind = content(state)
     last_event = _event(state.story or state.last_event)
+    decided = None
     if kind is LogContent.LOG:
         known = facts(state, stalled=stalled)
-        fate, reason = decide(known)
+        rule, fate, reason = decide_rule(known)
         cause = _cause(known, fate)
+        decided = Decision(rule)
         if cause is not None:  # the event that decided the fate is the end of the story
             last_event = cause
+            decided = Decision(rule, cause.line, cause.text)
+        elif fate == Fate.FINISHED and known.finished is not None:
+            decided = Decision(rule, known.finished.line, known.finished.text)
     else:
         fate, reason = Fate.UNKNOWN.value, f"the file is {_WHAT[kind]}"
     rate = state.rate if state.rate.first is not None else state.bar_rate
@@ -71,13 +77,18 @@ def build(state: RunState, *, stalled: bool = False) -> LogSummary:
         ],
         lines=state.line - 1,
         unread_lines=state.unread,
-        unread=[Unread(line, reason) for line, reason in state.unread_first],
+        unread=[
+            Unread(line, reason, state.unread_text.get(line, ""))
+            for line, reason in state.unread_first
+        ],
         position=Position(
             state.last_step, bar.desc if bar else None, _whole(bar.n) if bar else None
         ),
         runs=state.runs,
         config=dict(state.config),
         shapes=dict(state.shapes),
+        unread_values=state.unread_values,
+        decided_by=decided,
     )
 
 

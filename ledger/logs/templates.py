@@ -45,6 +45,7 @@ FLAT_METRICS = 13
 _FLAT_OF = {WALL: 5, STEP_TIME: 6, GPU_TIME: 7, TOKENS: 8, THROUGHPUT: 9, LOSS: 10,
             MEM_ALLOC: 11, MEM_RESERVED: 12}  # fmt: skip
 _LEAN = (RANK, STEP, TOTAL, POSITION, EPOCH, THROUGHPUT, STEP_TIME)
+_LEAN_RATED = (RANK, STEP, TOTAL, POSITION, EPOCH, THROUGHPUT)
 
 # Value patterns: looser than a number (float() checks; an inf it was not written as is
 # caught by the reader), and possessive, so that a line of another shape fails fast.
@@ -84,11 +85,14 @@ def learn(
     parts = []
     at = 0
     groups: list[Value] = []
+    lean_targets: tuple[int, ...] = _LEAN
+    if lean and any(v.target == THROUGHPUT for v in values):
+        lean_targets = _LEAN_RATED  # the step time only stands in for a throughput not said
     for v in values:
         if v.start < at:
             continue
         parts.append(_literal(body[at : v.start]))
-        capture = not lean or v.target in _LEAN
+        capture = not lean or v.target in lean_targets
         parts.append(("(" if capture else "(?:") + _group(v) + ")")
         v.commas = "," in body[v.start : v.end]
         if capture:

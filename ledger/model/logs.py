@@ -58,11 +58,14 @@ class ConfigItem(Record):
 
 @dataclass(frozen=True)
 class Unread(Record):
-    """A line the reader could not read: its number and why (an exception's type, or
-    `step out of range` for a step no 64-bit column can hold)."""
+    """A line the reader could not read: its number and why (an exception's type,
+    `step out of range` for a step no 64-bit column can hold, `metrics in a shape the
+    reader does not know`), and the line itself when it looks like metrics. A value that
+    could not be read (`value out of range: grad_norm`) is one too: its line was read."""
 
     line: int
     reason: str
+    text: str = ""
 
 
 @dataclass
@@ -143,6 +146,16 @@ class GpuStat(Record):
 
 
 @dataclass(frozen=True)
+class Decision(Record):
+    """Which rule of the fate table decided (1-based, as `ledger parse --rules` numbers
+    them) and the line that decided it, when a line did (the last decisive line wins)."""
+
+    rule: int
+    line: int | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class LogSummary(Record):
     """What a log amounts to: what `ledger parse --json` prints."""
 
@@ -160,8 +173,10 @@ class LogSummary(Record):
     gpus: list[GpuStat]
     lines: int
     unread_lines: int
-    unread: list[Unread]  # the first few
+    unread: list[Unread]  # the first few (values not read among them)
     position: Position
     runs: int  # runs in the log: 1 + the restarts seen
     config: dict[str, str]
     shapes: dict[str, int]  # step lines read by each line shape
+    unread_values: int = 0  # values no column holds (`1e400`), dropped; their lines read
+    decided_by: Decision | None = None  # the rule and the line that decided the fate
