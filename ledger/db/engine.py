@@ -40,7 +40,8 @@ def make_engine(
 
     `busy_timeout`: how long a SQLite writer waits for another's lock; `connect_timeout`:
     how long to wait for a PostgreSQL server to answer (default: the driver's);
-    `read_only`: open a SQLite file so that nothing, not even its journal mode, changes.
+    `read_only`: open a SQLite file so that nothing, not even its journal mode, changes; on
+    PostgreSQL every transaction is read-only (default_transaction_read_only).
     """
     if url.startswith("sqlite"):
         return _sqlite_engine(
@@ -50,6 +51,9 @@ def make_engine(
     if connect_timeout is not None:
         # libpq counts whole seconds, and takes 1 as 2; never 0, which means "wait forever"
         connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout))
+    if read_only:
+        # Every transaction of the session is READ ONLY: the server refuses any write.
+        connect_args["options"] = "-c default_transaction_read_only=on"
     try:
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
