@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ledger.serve")
 PAGES = ("investigation", "run", "compare")
+KEPT_RESULTS = 256  # results kept across pages, runs and comparisons
 MAX_COMPARED = 8  # runs one compare page overlays
 DEFAULT_WIDTH = 1200  # chart buckets when the page does not say its width
 
@@ -59,6 +60,8 @@ class Versioned:
                 return kept[1]
             value = compute()
             self._kept[key] = (now, value)
+            if len(self._kept) > KEPT_RESULTS:  # the oldest first: dicts keep their order
+                self._kept.pop(next(iter(self._kept)))
             return value
 
 
@@ -88,13 +91,17 @@ def build_app(lg: Ledger, *, token: str | None, allowed_hosts: list[str]) -> Sta
         return _json(kept.get(("investigation",), lambda: views.investigation(lg.report_data())))
 
     def runs(_: Request) -> Response:
-        return _json([r.to_dict() for r in lg.runs()])
+        return _json(kept.get(("runs",), lambda: [r.to_dict() for r in lg.runs()]))
+
+    def run_names(_: Request) -> Response:
+        return _json(kept.get(("names",), lg.run_names))
 
     def run_detail(request: Request) -> Response:
-        return _json(views.run_detail(lg.show(run_name(request))))
+        name = run_name(request)
+        return _json(kept.get(("show", name), lambda: views.run_detail(lg.show(name))))
 
     def baseline(_: Request) -> Response:
-        return _json(lg.baseline().to_dict())
+        return _json(kept.get(("baseline",), lambda: lg.baseline().to_dict()))
 
     def run_analysis(request: Request) -> Response:
         name = run_name(request)
@@ -107,13 +114,17 @@ def build_app(lg: Ledger, *, token: str | None, allowed_hosts: list[str]) -> Sta
         found = live.downsampled(
             run_name(request), width, first=_int(q.get("from")), last=_int(q.get("to"))
         )
-        return _json(found.to_dict())
+        return JSONResponse(views.series(found))
 
     def run_gpu(request: Request) -> Response:
-        return _json([g.to_dict() for g in live.gpu_readings(run_name(request))])
+        name = run_name(request)
+        return _json(
+            kept.get(("gpu", name), lambda: [g.to_dict() for g in live.gpu_readings(name)])
+        )
 
     def run_events(request: Request) -> Response:
-        return _json(lg.log_events(run_name(request)))
+        name = run_name(request)
+        return _json(kept.get(("events", name), lambda: lg.log_events(name)))
 
     def run_why(request: Request) -> Response:
         name = run_name(request)
@@ -124,7 +135,8 @@ def build_app(lg: Ledger, *, token: str | None, allowed_hosts: list[str]) -> Sta
         return _json(live.configuration(run_name(request), against).to_dict())
 
     def run_decisions(request: Request) -> Response:
-        return _json(views.decisions(lg.comparisons(), run_name(request)))
+        name = run_name(request)
+        return _json(kept.get(("decisions", name), lambda: views.decisions(lg.comparisons(), name)))
 
     def compare(request: Request) -> Response:
         names = [n for n in request.query_params.get("runs", "").split(",") if n]
@@ -142,6 +154,7 @@ def build_app(lg: Ledger, *, token: str | None, allowed_hosts: list[str]) -> Sta
         Route("/api/investigation", investigation),
         Route("/api/runs", runs),
         Route("/api/baseline", baseline),
+        Route("/api/run-names", run_names),
         Route("/api/run", run_detail),
         Route("/api/run/analysis", run_analysis),
         Route("/api/run/series", run_series),

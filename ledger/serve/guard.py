@@ -27,8 +27,11 @@ SECURITY_HEADERS = [
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
-    (b"cache-control", b"no-store"),
 ]
+# Data is never cached (a page must see the ledger as it is now); the static files, which
+# change only with ledger itself, for ten minutes.
+NO_STORE = (b"cache-control", b"no-store")
+STATIC_CACHE = (b"cache-control", b"private, max-age=600")
 
 
 class Guard:
@@ -57,7 +60,8 @@ class Guard:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = list(SECURITY_HEADERS)
+                static = scope.get("path", "").startswith("/static/")
+                extra = [*SECURITY_HEADERS, STATIC_CACHE if static else NO_STORE]
                 if from_query and self.token is not None:
                     cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
                     extra.append((b"set-cookie", cookie.encode("latin-1")))
@@ -99,6 +103,7 @@ async def _plain(send: Send, status: int, text: str) -> None:
         (b"content-type", b"text/plain; charset=utf-8"),
         (b"content-length", str(len(body)).encode()),
         *SECURITY_HEADERS,
+        NO_STORE,
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ledger.model.analysis import CompareReport, RunAnalysis
     from ledger.model.records import RunDetail, StoredComparison
     from ledger.model.report import Attempt, ReportData
+    from ledger.model.series import Downsampled
 
 WATCH_KIND = "watch"  # the kind of a comparison row `ledger watch` keeps (Ledger.record_watch)
 
@@ -140,3 +141,18 @@ def decisions(rows: list[StoredComparison], run: str) -> list[dict[str, Any]]:
         {**r.to_dict(), "is_watch": r.kind == WATCH_KIND, "decided": r.verdict != Verdict.UNDECIDED}
         for r in reversed(mine)
     ]
+
+
+def series(found: Downsampled) -> dict[str, Any]:
+    """A Downsampled as plain lists (its values are floats or None already: no walk)."""
+    return {
+        "run": found.run,
+        "width": found.width,
+        "first_step": found.first_step,
+        "last_step": found.last_step,
+        "rows": found.rows,
+        "ranks": found.ranks,
+        "steps": found.steps,
+        "columns": {k: {"low": e.low, "high": e.high} for k, e in found.columns.items()},
+        "per_rank": {str(k): v for k, v in found.per_rank.items()},
+    }

@@ -12,11 +12,14 @@ contiguous run of steps at a time (the primary key's order: no sort in the datab
 from __future__ import annotations
 
 import hashlib
+import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
@@ -25,7 +28,7 @@ from ledger.model.records import from_row
 from ledger.model.series import ConfigItem, Downsampled, Envelope, GpuReading, RunConfiguration
 from ledger.store import lookup
 from ledger.store.columnar import BULK_ROWS, fetch_floats
-from ledger.store.steps import column_counts, placeholder
+from ledger.store.steps import column_counts, placeholder, rank_bounds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +42,7 @@ CHART_COLUMNS: tuple[str, ...] = (
     "memory_allocated_mib",
     "memory_reserved_mib",
 )
+KEPT_ANSWERS = 32  # downsampled answers kept (a page's charts, zooms, compared runs)
 MAX_WIDTH = 8192  # buckets: wider than any screen
 PER_RANK_LIMIT = 64  # ranks drawn one line each; more would be a blur
 
@@ -50,6 +54,8 @@ class LiveReads:
         self.engine = engine
         self.url = url
         self.investigation = investigation
+        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, Downsampled]] = OrderedDict()
+        self._lock = threading.Lock()
 
     @contextmanager
     def _read(self) -> Iterator[tuple[Session, int]]:
@@ -92,26 +98,39 @@ class LiveReads:
         first: int | None = None,
         last: int | None = None,
     ) -> Downsampled:
-        """The run's steps from `first` to `last` (default: all) in at most `width` buckets."""
+        """The run's steps from `first` to `last` (default: all) in at most `width` buckets.
+
+        Kept (a few dozen answers) until the run's steps change: its ranks, first or last
+        step, each read from one end of the primary key."""
         width = max(1, min(int(width), MAX_WIDTH))
         with self._read() as (s, inv):
             conn = s.connection()
             run_id = lookup.run_id(s, inv, run)
-            mark = placeholder(conn.dialect.name)
-            where = f"FROM step WHERE run_id = {mark}"
-            _, _, run_first, run_last = column_counts(conn, where, (run_id,), ("step",))
+            bounds = step_bounds(conn, run_id)
+            key = (run_id, width, tuple(columns), first, last)
+            with self._lock:
+                kept = self._kept.get(key)
+            if kept is not None and kept[0] == bounds:
+                return kept[1]
+            _, _, run_first, run_last = bounds
             low = run_first if first is None or run_first is None else max(first, run_first)
             high = run_last if last is None or run_last is None else min(last, run_last)
             if low is None or high is None or high < low:
                 return Downsampled(run, width, run_first, run_last, 0, 0, [], {})
-            ranged = f"{where} AND step BETWEEN {mark} AND {mark}"
+            mark = placeholder(conn.dialect.name)
+            ranged = f"FROM step WHERE run_id = {mark} AND step BETWEEN {mark} AND {mark}"
             params = (run_id, low, high)
-            held, rows, _, _ = column_counts(conn, ranged, params, tuple(columns))
+            # one read of every column (a count of which hold values would be a second scan)
             table = fetch_floats(
-                conn, ("rank", "step", *held), f"{ranged} ORDER BY rank, step", params,
-                bulk=rows >= BULK_ROWS,
+                conn, ("rank", "step", *columns), f"{ranged} ORDER BY rank, step", params,
+                bulk=high - low >= BULK_ROWS,
             )  # fmt: skip
-        return bucketed(run, table, held, width, int(low), int(high), (run_first, run_last))
+        found = bucketed(run, table, tuple(columns), width, int(low), int(high), bounds[2:])
+        with self._lock:
+            self._kept[key] = (bounds, found)
+            while len(self._kept) > KEPT_ANSWERS:
+                self._kept.popitem(last=False)
+        return found
 
     def gpu_readings(self, run: str) -> list[GpuReading]:
         """The GPU samples the hook took during the run, oldest first (probes' are in show())."""
@@ -143,6 +162,32 @@ class LiveReads:
             if (source, key) not in mine
         ]
         return RunConfiguration(run, reference, items, missing)
+
+
+def step_bounds(conn: Connection, run_id: int) -> tuple[Any, Any, Any, Any]:
+    """(lowest rank, highest rank, first step, last step) of a run, from the ends of the
+    primary key (run_id, rank, step), one aggregate a subquery (SQLite reads an end of the
+    index for each, not the range); a scan only for a run of very many ranks."""
+    low, high = rank_bounds(conn, run_id)
+    mark = placeholder(conn.dialect.name)
+    if low is None or high is None:
+        return None, None, None, None
+    if high - low >= PER_RANK_LIMIT:
+        _, _, first, last = column_counts(
+            conn, f"FROM step WHERE run_id = {mark}", (run_id,), ("step",)
+        )
+        return low, high, first, last
+    ranks = range(low, high + 1)
+    ends = ", ".join(
+        f"(SELECT {f}(step) FROM step WHERE run_id = {mark} AND rank = {mark})"
+        for _ in ranks
+        for f in ("min", "max")
+    )
+    params = tuple(v for rank in ranks for v in (run_id, rank, run_id, rank))
+    row = conn.exec_driver_sql(f"SELECT {ends}", params).one()
+    firsts = [v for v in row[0::2] if v is not None]
+    lasts = [v for v in row[1::2] if v is not None]
+    return low, high, min(firsts), max(lasts)
 
 
 def _config(session: Session, run_id: int) -> dict[tuple[str, str], str | None]:
@@ -201,6 +246,7 @@ def bucketed(
     columns = {
         name: Envelope(_floats(lows[i, kept]), _floats(highs[i, kept]))
         for i, name in enumerate(held)
+        if not np.isnan(highs[i]).all()  # a column the run never recorded is not sent
     }
     return Downsampled(
         run=run,
@@ -216,5 +262,5 @@ def bucketed(
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
-    """NaN as None, so the JSON says null where a bucket held no value."""
-    return [None if v != v else v for v in values.tolist()]
+    """NaN and ±inf as None: JSON has neither, and the chart shows a gap there."""
+    return [v if math.isfinite(v) else None for v in values.tolist()]

@@ -68,6 +68,19 @@ L.setLive = function (ok, text) {
   live.className = ok ? "live ok" : "live down";
 };
 
+L.problem = function (text) {
+  let p = document.getElementById("problem");
+  if (!text) {
+    if (p) p.remove();
+    return;
+  }
+  if (!p) {
+    p = L.el("p", { id: "problem", class: "problem" });
+    document.getElementById("title").after(p);
+  }
+  p.textContent = text;
+};
+
 L.note = function (text, cls) {
   return L.el("p", { class: cls || "note", text: text });
 };
@@ -78,31 +91,44 @@ L.mark = function (part) {
   s.drawnAt[part] = performance.now();
 };
 
-// Poll the ledger's version every second; redraw (`refresh`) when it changed.
-L.poll = function (refresh) {
+// Poll the ledger's version every second; when it changed, redraw (`refresh`) unless a
+// redraw is still running, and call `quick` (what must show at once, e.g. a new run) anyway.
+L.poll = function (refresh, quick) {
   let last = null;
+  let drawn = null;
   let busy = false;
+  // `version` is asked for before the data, so the page is at least that new.
+  async function redraw(version) {
+    busy = true;
+    try {
+      await refresh();
+      drawn = await version;
+      window.ledgerServe.version = drawn;
+      L.problem(null);
+    } catch (e) {
+      // the ledger's own words (no such run, too few steps): shown on the page, as text
+      window.ledgerServe.errors.push(e.message);
+      L.problem(e.message);
+    } finally {
+      busy = false;
+    }
+  }
+  const version = () => L.api("/api/version").then((answer) => answer.version);
   async function tick() {
-    if (!busy) {
-      busy = true;
-      try {
-        const v = (await L.api("/api/version")).version;
-        L.setLive(true);
-        if (v !== last) {
-          last = v;
-          await refresh();
-          window.ledgerServe.version = v;
-        }
-      } catch (e) {
-        L.setLive(false, e.message);
-        window.ledgerServe.errors.push(e.message);
-      } finally {
-        busy = false;
-      }
+    try {
+      const v = await version();
+      L.setLive(true);
+      if (v !== last && quick && last !== null) await quick();
+      last = v;
+      if (v !== drawn && !busy) redraw(Promise.resolve(v));
+    } catch (e) {
+      L.setLive(false, e.message);
+      window.ledgerServe.errors.push(e.message);
     }
     setTimeout(tick, 1000);
   }
-  tick();
+  redraw(version()); // at once: no round trip before the first draw
+  setTimeout(tick, 1000);
 };
 
 L.params = function () {

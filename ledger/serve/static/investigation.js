@@ -78,6 +78,17 @@ function marathon(holder, data) {
   L.chart(holder, "marathon", options, [xs, eff, base]);
 }
 
+// A new run shows at once by its name; its figures follow when the analysis is done.
+async function newNames() {
+  const table = document.querySelector("table.attempts tbody");
+  if (!table) return;
+  const shown = new Set(Array.from(table.querySelectorAll("td.name")).map((td) => td.textContent));
+  for (const name of await L.api("/api/run-names")) {
+    if (shown.has(name)) continue;
+    table.append(L.el("tr", { class: "pending" }, L.cell(L.runLink(name), { class: "name" }), L.el("td", { colspan: 10, class: "note", text: "new: analysing…" })));
+  }
+}
+
 async function refresh() {
   const data = await L.api("/api/investigation");
   document.getElementById("title").textContent = "Investigation " + data.investigation;
@@ -108,4 +119,4 @@ async function refresh() {
   L.mark("investigation");
 }
 
-L.poll(refresh);
+L.poll(refresh, newNames);

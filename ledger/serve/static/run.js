@@ -261,18 +261,19 @@ const CHARTS = [
 // Charts first (the server's downsampled read is fast); then the analysis, which marks
 // them, and the rest of the page.
 async function refresh() {
-  const [detail, decisions, base] = await Promise.all([
-    L.api("/api/run", { run: RUN }), L.api("/api/run/decisions", { run: RUN }), L.api("/api/baseline"),
-  ]);
-  baseline = base.value;
-  document.getElementById("title").textContent = "Run " + detail.run;
-  document.title = "ledger: " + detail.run;
   if (!document.getElementById("figures")) L.section("figures", "Where it stands").append(L.note("analysing…"));
   for (const [id, title] of CHARTS) {
     if (!document.getElementById(id + "-chart")) chartHolder(id, title).id = id + "-chart";
   }
-  events = await L.api("/api/run/events", { run: RUN });
-  await drawSeries();
+  const charts = drawSeries(); // at once, beside the rest: the charts are what a reader waits for
+  const [detail, decisions, base, found] = await Promise.all([
+    L.api("/api/run", { run: RUN }), L.api("/api/run/decisions", { run: RUN }), L.api("/api/baseline"), L.api("/api/run/events", { run: RUN }),
+  ]);
+  baseline = base.value;
+  events = found;
+  document.getElementById("title").textContent = "Run " + detail.run;
+  document.title = "ledger: " + detail.run;
+  await charts;
   analysis = await L.api("/api/run/analysis", { run: RUN });
   figuresSection(analysis, decisions, detail);
   renderSeries();
