@@ -9,7 +9,9 @@ repetitions:
 
 - bulk read (the reference): `Ledger.steps_frame(run, the chart's columns)` in this
   process, every row the charts are made from;
-- series: GET /api/run/series (width buckets) from the warm server, over HTTP;
+- series: GET /api/run/series (width buckets) over HTTP, the first (read from the
+  database and bucketed) and then warm (kept until the run's steps change);
+- page, first: the whole run page the first time (the analysis and `why` computed);
 - page, warm: a chromium tab already open navigates to the run's page until its charts
   are drawn (the goal: 1 s); then until the whole page (analysis, why, config) is;
 - page, fresh: a new chromium process started, the same navigation (the goal: 3 s,
@@ -101,7 +103,9 @@ def main() -> None:
                 with urllib.request.urlopen(series_url, timeout=120) as response:
                     return dict(json.load(response))
 
-            served = fetch()
+            begin = time.perf_counter()
+            served = fetch()  # the first: read from the database
+            cold_series = time.perf_counter() - begin
             buckets = len(served["steps"])  # type: ignore[arg-type]
             low = served["columns"]["throughput"]["low"]  # type: ignore[index]
             assert buckets <= args.width, buckets
@@ -111,7 +115,7 @@ def main() -> None:
             page = f"{base}/run?run=marathon"
             with Browser(executable) as browser:
                 tab = Tab(browser, width=args.width + 40)
-                tab.open(page, drawn("run"), timeout=600)  # warms the analysis and why
+                cold_page = tab.open(page, drawn("run"), timeout=600)  # the analysis, why
                 warm, whole = [], []
                 for _ in range(args.repeat):
                     begin = time.monotonic()
@@ -149,6 +153,9 @@ def main() -> None:
     print(f"  bulk read of the chart columns (reference) {read * 1000:8.0f} ms   1.00x")
     print(f"  /api/run/series, warm server               {series * 1000:8.0f} ms   "
           f"{series / read:.2f}x")  # fmt: skip
+    print(f"  /api/run/series, the first (from the db)   {cold_series * 1000:8.0f} ms   "
+          f"{cold_series / read:.2f}x")  # fmt: skip
+    print(f"  whole run page, the first (analysis, why)  {cold_page * 1000:8.0f} ms")
     print(f"  run page drawn, warm tab (goal 1 s)        {statistics.median(warm) * 1000:8.0f} ms")
     print(f"  whole run page (analysis, why), warm tab   {statistics.median(whole) * 1000:8.0f} ms")
     print(f"  run page drawn, fresh chromium (goal 3 s)  {statistics.median(fresh) * 1000:8.0f} ms")

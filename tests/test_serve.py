@@ -190,8 +190,10 @@ def test_read_only_refuses_writes_on_either_backend(lg: Any, db_url: str) -> Non
     with Ledger.open(db_url, create=False, read_only=True) as ro:
         assert ro.run_names() == ["run"]
         with pytest.raises(StorageError):
-            ro.add_steps("run", [{"step": 99, "throughput": 1.0}])
-    assert lg.run_summary("run").steps == 30
+            ro.add_hypothesis("a write through a read-only open")
+        with pytest.raises(StorageError):
+            ro.set_baseline(1.0, "tok/s")
+    assert lg.hypotheses() == [] and lg.baseline().value is None
 
 
 # -- the server, over HTTP -------------------------------------------------------------------

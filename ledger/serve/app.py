@@ -110,7 +110,7 @@ def build_app(lg: Ledger, *, token: str | None, allowed_hosts: list[str]) -> Sta
 
     def run_series(request: Request) -> Response:
         q = request.query_params
-        width = _int(q.get("width"), DEFAULT_WIDTH)
+        width = _int(q.get("width")) or DEFAULT_WIDTH
         found = live.downsampled(
             run_name(request), width, first=_int(q.get("from")), last=_int(q.get("to"))
         )
@@ -197,9 +197,9 @@ def _json(value: Any) -> Response:
     return JSONResponse(jsonable(value))
 
 
-def _int(text: str | None, default: int | None = None) -> int | None:
+def _int(text: str | None) -> int | None:
     if text is None or text == "":
-        return default
+        return None
     try:
         return int(float(text))
     except ValueError:

@@ -68,8 +68,7 @@ def _attempt(attempt: Attempt, is_reference: bool) -> dict[str, Any]:
         "steps": detail.steps,
         "ranks": detail.ranks,
         "ran_at": jsonable(attempt.ran_at),
-        # Launches of a run are being added to the store: until Ledger has them, None.
-        "launches": None,
+        "launches": _launches(detail),
         "drift": any(drifts) if drifts else None,
         "hypothesis": _hypothesis(detail),
         "patch": detail.patch.summary if detail.patch else None,
@@ -91,9 +90,16 @@ def _hypothesis(detail: RunDetail) -> dict[str, Any] | None:
     return None if h is None else {"id": h.id, "text": h.text, "status": h.status}
 
 
+def _launches(detail: RunDetail) -> int | None:
+    """How many times the run was launched. The hook point for launches: the store is
+    gaining them; until `RunDetail` has a `launches` list, None (the pages show "-")."""
+    found = getattr(detail, "launches", None)
+    return None if found is None else len(found)
+
+
 def run_detail(detail: RunDetail) -> dict[str, Any]:
     out = detail.to_dict()
-    out["launches"] = None  # the hook point for a run's launches (see _attempt)
+    out.setdefault("launches", None)  # the run page lists them once RunDetail has them
     return out
 
 

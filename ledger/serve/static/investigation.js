@@ -99,10 +99,10 @@ async function refresh() {
         ? "No baseline yet (ledger baseline set 14200 --unit tok/s)."
         : "Baseline " + data.baseline_text + " " + (data.baseline.unit || "") + ".",
       " ", data.reference ? "Verdicts are against the first analysed attempt, " : "",
-      data.reference ? L.runLink(data.reference) : "", data.reference ? "." : "",
-      " Ledger: " + data.db
+      data.reference ? L.runLink(data.reference) : "", data.reference ? "." : ""
     )
   );
+  document.getElementById("title").title = "ledger: " + data.db;
   const chart = L.section("marathon", "The marathon: effective throughput of each attempt (95 % interval), baseline dashed");
   const holder = L.el("div", { class: "chart" });
   chart.append(holder);
