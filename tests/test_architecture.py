@@ -1,6 +1,6 @@
 """The import contract: imports point one way, and each layer knows only what it must.
 
-    cli → API (store, report, hook, demo) → analyze, logs, db → model, errors, config
+    cli → serve → API (store, report, hook, demo) → analyze, logs, db → model, errors, config
 
 Every `import` in ledger/ is read with ast — at module level and inside functions, since a
 lazy import is still a dependency — and checked against the layer table below. A test that
@@ -33,6 +33,7 @@ LAYERS = {
     "ledger.hook": "hook",
     "ledger.demo": "demo",
     "ledger.watch": "watch",
+    "ledger.serve": "serve",
     "ledger.cli": "cli",
     "ledger.__main__": "cli",
     "ledger": "package",
@@ -60,7 +61,22 @@ ALLOWED = {
         "importers",
         "demo",
         "watch",
+        "serve",
         "cli",
+        "package",
+    },
+    # the web front end: what the command line may use, but not the command line itself
+    "serve": {
+        "model",
+        "base",
+        "store",
+        "report",
+        "analyze",
+        "logs",
+        "importers",
+        "demo",
+        "watch",
+        "serve",
         "package",
     },
     "package": {"model", "base", "store", "package"},
@@ -77,6 +93,8 @@ FORBIDDEN = {
     "store": {"click", "torch"},
     "hook": {"click", "pandas", "matplotlib"},
     "watch": {"click", "matplotlib", "torch"},
+    # one call of the API per endpoint: no SQL, no analysis of its own, no click
+    "serve": {"sqlalchemy", "click", "matplotlib", "torch", "alembic", "scipy", "numpy", "pandas"},
 }
 
 
@@ -147,6 +165,9 @@ def test_imports_point_one_way() -> None:
         ("ledger.importers.mlflow", "from ledger.store import Ledger", "imports ledger.store"),
         ("ledger.hook.meter", "def f():\n    from ledger.cli import cli", "imports ledger.cli"),
         ("ledger.store.runs", "from ..cli.app import cli", "imports ledger.cli.app"),
+        ("ledger.serve.app", "from ledger.cli.app import cli", "imports ledger.cli.app"),
+        ("ledger.serve.views", "def f():\n    import sqlalchemy", "imports sqlalchemy"),
+        ("ledger.store.report", "from ledger.serve import views", "imports ledger.serve"),
     ],
 )
 def test_the_contract_catches_a_planted_import(module: str, planted: str, expected: str) -> None:

@@ -10,6 +10,7 @@ from ledger.cli import (  # noqa: F401 — registers the commands
     read,
     record,
     report,
+    serve,
     watch,
     why,
 )

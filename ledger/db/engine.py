@@ -40,7 +40,8 @@ def make_engine(
 
     `busy_timeout`: how long a SQLite writer waits for another's lock; `connect_timeout`:
     how long to wait for a PostgreSQL server to answer (default: the driver's);
-    `read_only`: open a SQLite file so that nothing, not even its journal mode, changes.
+    `read_only`: open a SQLite file so that nothing, not even its journal mode, changes; on
+    PostgreSQL every transaction of the session is READ ONLY.
     """
     if url.startswith("sqlite"):
         return _sqlite_engine(
@@ -51,7 +52,7 @@ def make_engine(
         # libpq counts whole seconds, and takes 1 as 2; never 0, which means "wait forever"
         connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout))
     try:
-        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         raise StorageError(
             f"the database driver for {hide_password(url)} is not installed ({exc.name}); "
@@ -59,6 +60,20 @@ def make_engine(
         ) from exc
     except SQLAlchemyError as exc:
         raise StorageError(f"cannot use database URL {hide_password(url)}: {exc}") from exc
+    if read_only:
+        event.listen(engine, "connect", _read_only_session)
+    return engine
+
+
+def _read_only_session(dbapi_connection: Any, _record: Any) -> None:
+    """Every transaction of the session READ ONLY: the server refuses any write. (Set on the
+    session, not through the URL's `options`, which the URL may already carry.)"""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()
 
 
 def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float, read_only: bool) -> Engine:

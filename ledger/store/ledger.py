@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ledger.analyze import StepColumns
     from ledger.model.report import ReportData
     from ledger.model.why import WhyResult
+    from ledger.store.series import LiveReads
 
 Echo = Callable[[bytes], None]
 
@@ -593,6 +594,12 @@ class Ledger:
     def meter_summary(self, run: str) -> records.MeterSummary:
         with self._read() as (s, inv):
             return meter.summary(s, inv, run)
+
+    def live_reads(self) -> LiveReads:
+        """Read-only reads for live views: downsampled steps, GPU samples, configuration."""
+        from ledger.store.series import LiveReads
+
+        return LiveReads(self.engine, self.location.url, self.investigation_name)
 
     def run_id(self, run: str) -> int:
         with self._read() as (s, inv):
