@@ -182,6 +182,25 @@ class RunSummary(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Launch(Record):
+    """One launch of a run (`RUN@number`): who started it, its fate, and — in `show` —
+    its steps and the last verdict on it."""
+
+    number: int
+    source: str | None  # log, watch, deploy, hook, api, import; None: before launches
+    command: str | None
+    fate: str
+    fate_reason: str | None
+    exit_code: int | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    steps: int = 0
+    last_step: int | None = None
+    verdict: str | None = None  # the last watch or compare decision on this launch
+    effective: float | None = None  # that decision's effective throughput
+
+
+@dataclasses.dataclass(frozen=True)
 class RunDetail(Record):
     """Everything `ledger show RUN` knows about a run."""
 
@@ -205,6 +224,15 @@ class RunDetail(Record):
     probes: list[Probe]
     events: list[Event] = dataclasses.field(default_factory=list)  # the notable ones, in order
     event_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # every kind
+    # Since launches (schema 0006): `steps`, `ranks`, `last_step` and `fate` are the latest
+    # launch's; `launches` lists every launch with its fate, steps and last verdict.
+    launch: int = 1
+    launches: list[Launch] = dataclasses.field(default_factory=list)
+    decision: StoredComparison | None = None  # the last watch or compare verdict on the run
+    # The judged effective throughput of the latest launch and its % of the baseline
+    # (`Ledger.show(run, figures=True)`, what `ledger show` prints; None otherwise).
+    effective: float | None = None
+    pct_of_baseline: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,6 +326,8 @@ class IngestResult(Record):
     run_created: bool = False  # this ingest made the run
     unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
     config: int = 0  # config items the log showed (run_config, source 'log')
+    launch: int = 1  # the launch of the run the file was read into
+    launch_fate: str | None = None  # that launch's fate (`fate` is the run's: its latest's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,6 +372,8 @@ class StoredComparison(Record):
     verdict: str
     decided_at_step: int | None
     summary: str
+    launch_a: int | None = None  # the launches compared (schema 0006)
+    launch_b: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
