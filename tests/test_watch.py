@@ -119,13 +119,21 @@ def test_silence_is_a_stall_stored_as_fate_and_event(box: Path) -> None:
 
 
 def test_the_command_source_reads_its_standard_output(box: Path) -> None:
-    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "5000", "--ending", "ok"]
+    # A trainer: watch says the decision at once, and stays until the trainer's own end.
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "900", "--ending", "finish"]
     done = _ledger("watch", "piped", "--interval", "0.1", "--json", "--", *command)
     assert done.returncode == 1, done.stderr
-    assert json.loads(done.stdout)["outcome"] == "regression"
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["role"] == "trainer"
+    assert result["decided_at_step"] < 900  # decided long before the end…
+    assert result["exit_code"] == 0 and result["fate"] == "finished"  # …which it waited for
+    assert "PIPED: REGRESSION".lower() in done.stderr.lower()  # said at the decision
     with ledger.open() as lg:
-        (log,) = lg.show("piped").log_files
-        assert "streams" in log.path and log.lines > 100
+        detail = lg.show("piped")
+        (log,) = detail.log_files
+        assert "streams" in log.path
+        assert detail.steps == 900 and detail.last_step == 900  # the whole output is stored
+        assert detail.fate == "finished" and detail.launches[-1].exit_code == 0
 
 
 def test_a_command_that_ends_first_is_undecided(box: Path) -> None:

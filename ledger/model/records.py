@@ -138,6 +138,7 @@ class LogFile(Record):
     sha256: str | None
     ingested_at: datetime | None
     unread_lines: int = 0
+    launch: int = 1  # the launch of the run it was read into
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +180,7 @@ class RunSummary(Record):
     log_files: int
     probes: int
     created_at: datetime
+    launch: int = 1  # the latest launch (how many there were): `fate`, `steps`… are its
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,6 +459,13 @@ class WatchResult(Record):
     elapsed_s: float
     reason: str
     steady_from_step: int | None = None  # where the steady window began
+    launch: int | None = None  # the launch judged (RUN@launch)
+    source: str = "log"  # log, command (a trainer or a viewer), rows
+    role: str | None = None  # trainer or viewer, for a command
+    exit_code: int | None = None  # how the command ended, when it did
+    left_running: bool = False  # a trainer watch launched, still running as watch ended
+    stopped: bool = False  # watch stopped the command (a viewer, or --stop-on)
+    exit_status: int | None = None  # what `ledger watch` exits with
 
 
 @dataclasses.dataclass(frozen=True)
@@ -476,3 +485,6 @@ class WatchUpdate(Record):
     monitor: Any  # ledger.model.analysis.MonitorState, once steps have come
     note: str | None = None
     result: WatchResult | None = None
+    # The decision, said at once, while watch stays with a trainer until its own end (the
+    # last update's `result` then tells how it ended).
+    decision: WatchResult | None = None

@@ -274,7 +274,7 @@ def read_log(
         and now - last_read >= timedelta(seconds=request.stall_after)
     )
     start = offset
-    conn = session.connection()
+    session.connection()
     writer = LaunchWriter(session, run_row, lf)
     done = Stored()
     pending = Found()
@@ -445,8 +445,15 @@ def _store(session: Session, launch_writer: LaunchWriter, found: Found) -> Store
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
                 (
-                    run_id, log_file_id, e.line, e.kind, _event_text(e.text), e.rank, e.step,
-                    now, launch,
+                    run_id,
+                    log_file_id,
+                    e.line,
+                    e.kind,
+                    _event_text(e.text),
+                    e.rank,
+                    e.step,
+                    now,
+                    launch,
                 )
                 for e in found.events
             ],

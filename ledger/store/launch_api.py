@@ -35,9 +35,7 @@ class LaunchMethods:
         with self._read() as (s, inv):
             return launches.detailed(s, lookup.run_row(s, inv, run))
 
-    def begin_launch(
-        self, run: str, source: str, command: str | None = None
-    ) -> records.Launch:
+    def begin_launch(self, run: str, source: str, command: str | None = None) -> records.Launch:
         """Start a new launch of `run` (created if new), or reuse its latest while that
         holds nothing yet; the run's fate starts again from `unknown`."""
         with self._write() as (s, inv):

@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Connection, exists, select, update
+from sqlalchemy import Connection, Table, exists, select, update
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
@@ -32,7 +32,7 @@ from ledger.errors import NotFoundError, UsageError
 from ledger.model import records
 from ledger.model.terms import Fate
 from ledger.store.lookup import find_run, run_names
-from ledger.store.steps import latest_launch as latest
+from ledger.store.steps import latest_launch
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
@@ -62,6 +62,11 @@ def split_name(name: str) -> tuple[str, int | None]:
     if found is None:
         return name, None
     return found["run"], int(found["launch"])
+
+
+def latest(conn: Connection, run_id: int) -> int:
+    """The run's latest launch number (1 for a run with no launch row)."""
+    return latest_launch(conn, run_id)
 
 
 def find(session: Session, inv: int, name: str) -> Named:
@@ -115,9 +120,7 @@ def is_empty(session: Session, run_id: int, number: int) -> bool:
     return True
 
 
-def begin(
-    session: Session, run: m.Run, source: str, command: str | None = None
-) -> records.Launch:
+def begin(session: Session, run: m.Run, source: str, command: str | None = None) -> records.Launch:
     """Start a new launch of `run` (or reuse its latest, while that holds nothing) and
     make it the run's current one; returns it."""
     number = latest(session.connection(), run.id)
@@ -173,7 +176,7 @@ def set_fate(
 def mirror_run_fate(conn: Connection, run_id: int) -> None:
     """Copy the run's fate into its latest launch (after a write that set only the run's,
     as the hook's conditional fate updates do)."""
-    launch, run = m.Launch.__table__, m.Run.__table__
+    launch, run = cast(Table, m.Launch.__table__), cast(Table, m.Run.__table__)
     number = latest(conn, run_id)
     fate, reason, ended = conn.execute(
         select(run.c.fate, run.c.fate_reason, run.c.ended_at).where(run.c.id == run_id)
@@ -263,8 +266,8 @@ def _equal(a: Any, b: Any) -> bool:
 def move_log(session: Session, lf: m.LogFile, number: int) -> None:
     """A log with no steps of its own yet moves to launch `number`, with its events."""
     session.execute(
-        update(m.LogEvent.__table__)
-        .where(m.LogEvent.__table__.c.log_file_id == lf.id)
+        update(cast(Table, m.LogEvent.__table__))
+        .where(m.LogEvent.log_file_id == lf.id)
         .values(launch=number)
     )
     lf.launch = number
@@ -318,10 +321,12 @@ def detailed(session: Session, run: m.Run) -> list[records.Launch]:
         )
         out.append(
             dataclasses.replace(
-                launch, steps=steps, last_step=last,
+                launch,
+                steps=steps,
+                last_step=last,
                 verdict=decided.verdict if decided is not None else None,
                 effective=decided.effective_b if decided is not None else None,
-            )  # fmt: skip
+            )
         )
     return out
 

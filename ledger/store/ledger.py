@@ -400,9 +400,11 @@ class Ledger(LaunchMethods):
         progress: ingest.Progress | None = None,
         stall_after: float = STALL_AFTER_S,
         cache: ingest.PrefixCache | None = None,
+        fresh: bool = False,
     ) -> records.IngestResult:
         """Read what is new in a log (or a trainer_state.json) into `run` (default: named
-        after the file); `cache` is what `follow` keeps between looks."""
+        after the file); `cache` is what `follow` keeps between looks; `fresh`: the output
+        of a command ledger ran itself (never refused as a copy of another run's log)."""
         file = Path(path)
         ingest.check_readable(file)
         name = run or ingest.run_name_for(file)
@@ -411,8 +413,9 @@ class Ledger(LaunchMethods):
                 return trainer_state.ingest(s, inv, file, name)
         with self._write() as (s, inv):
             request = ingest.LogRequest(
-                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache
-            )
+                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache,
+                fresh,
+            )  # fmt: skip
             return ingest.read_log(s, inv, file, name, request)
 
     def import_runs(

@@ -42,7 +42,8 @@ def step_counts(
 
 
 def summary(session: Session, row: m.Run) -> records.RunSummary:
-    steps, ranks, last = step_counts(session, row.id)
+    launch = latest_launch(session.connection(), row.id)
+    steps, ranks, last = step_counts(session, row.id, launch)
     hypothesis_id = None
     if row.patch_id is not None:
         hypothesis_id = session.scalar(
@@ -68,6 +69,7 @@ def summary(session: Session, row: m.Run) -> records.RunSummary:
         log_files=count(session, m.LogFile, m.LogFile.run_id == row.id),
         probes=count(session, m.Probe, m.Probe.run_id == row.id),
         created_at=row.created_at,
+        launch=launch,
     )
 
 

@@ -22,7 +22,6 @@ from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.store import compare, launches
 from ledger.store.columnar import fetch_floats
-from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
@@ -84,7 +83,9 @@ def gather(
     ref_label = ref.label if ref is not None else ref_row.name if ref_row is not None else ""
     return Gathered(
         run=evidence(session, row, columns.get(named.label), named),
-        ref=evidence(session, ref_row, columns.get(ref_label), ref) if ref_row is not None else None,
+        ref=evidence(session, ref_row, columns.get(ref_label), ref)
+        if ref_row is not None
+        else None,
         changes=tuple(changes_between(session, ref_row, row)),
         baseline=baseline,
     )
@@ -229,7 +230,9 @@ def _metrics(session: Session, run_id: int) -> dict[str, tuple[np.ndarray, np.nd
     return out
 
 
-def _events(session: Session, run_id: int, launch: int) -> tuple[tuple[EventRow, ...], dict[str, int]]:
+def _events(
+    session: Session, run_id: int, launch: int
+) -> tuple[tuple[EventRow, ...], dict[str, int]]:
     from ledger.analyze.diagnose.evidence import EventRow
 
     counts = {
