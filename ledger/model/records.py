@@ -466,6 +466,7 @@ class WatchResult(Record):
     left_running: bool = False  # a trainer watch launched, still running as watch ended
     stopped: bool = False  # watch stopped the command (a viewer, or --stop-on)
     exit_status: int | None = None  # what `ledger watch` exits with
+    pid: int | None = None  # the command's process id (its process group's)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,8 +32,7 @@ from ledger.errors import NotFoundError, UsageError
 from ledger.model import records
 from ledger.model.terms import Fate
 from ledger.store.lookup import find_run, run_names
-from ledger.store.steps import latest_launch
-from ledger.store.steps import placeholder
+from ledger.store.steps import latest_launch, placeholder
 
 if TYPE_CHECKING:
     from ledger.model.analysis import RunAnalysis

@@ -152,7 +152,7 @@ class Watcher:
                 last = look
                 if decided is not None:  # with a trainer, after the decision: to its end
                     if look.ended or quiet_since + self._stall_limit(phase, state) < now:
-                        yield self._after(update, decided, look, now - quiet_since)
+                        yield self._done(self._after(update, decided, look, now - quiet_since))
                         return
                     yield update
                     self.sleep(self.interval)
@@ -175,7 +175,7 @@ class Watcher:
                 if command is not None and command.is_trainer and command.running:
                     if outcome in self.stop_on:
                         yield dataclasses.replace(update, decision=result)
-                        yield self._stopped(update, result)
+                        yield self._done(self._stopped(update, result))
                         return
                     if outcome in _DECISIONS or outcome == FAILED:
                         decided = result  # said now; watch stays until the trainer ends
@@ -185,7 +185,7 @@ class Watcher:
                     result = self._left(result, look)
                 else:
                     result = self._closed_source(result, look)
-                yield dataclasses.replace(update, phase="done", result=result)
+                yield self._done(dataclasses.replace(update, phase="done", result=result))
                 return
         except BaseException:  # Ctrl-C, SIGTERM (raised by the CLI), close(): say what is known
             self._abandoned()
@@ -297,6 +297,7 @@ class Watcher:
             role=command.role if command is not None else None,
             exit_code=look.exit_code,
             exit_status=EXIT_CODES[outcome],
+            pid=command.process.pid if command is not None else None,
         )
 
     # -- how it ends -----------------------------------------------------------------------
@@ -304,6 +305,12 @@ class Watcher:
     def _set_fate(self, fate: str, reason: str | None, exit_code: int | None = None) -> None:
         """The watched launch's fate (the run's too, while it is the latest)."""
         self.lg.end_launch(self.run, self._launch(), fate, reason, exit_code=exit_code)
+
+    def _last_step(self) -> int | None:
+        """The last step stored, the one held back until complete included: what a fate's
+        reason says is the number `show` says."""
+        self._feed(final=True)
+        return self.monitor.state().last_step if self.monitor.rows else None
 
     def _launch(self) -> int:
         if self.launch is None:
@@ -350,7 +357,7 @@ class Watcher:
         """A trainer watch does not stay with (a timeout, a stall): left running, said so."""
         command = self.command
         assert command is not None
-        step = self.monitor.state().last_step if self.monitor.rows else None
+        step = self._last_step()
         if endings.needs_closing(look.fate):
             self._set_fate(Fate.UNKNOWN, _left_reason(command, step, result.outcome))
         return dataclasses.replace(result, left_running=True, fate=self.lg.launch_fate(
@@ -366,7 +373,7 @@ class Watcher:
             self._set_fate(fate, reason, look.exit_code)
             return dataclasses.replace(result, fate=fate)
         if look.fate is not None and endings.needs_closing(look.fate):
-            step = self.monitor.state().last_step if self.monitor.rows else None
+            step = self._last_step()
             at = f" at step {step:,}" if step is not None else ""
             why = (
                 "its output ended" if look.ended else f"watch stopped following ({result.outcome})"
@@ -387,17 +394,25 @@ class Watcher:
             return
         if command is None and not isinstance(self.source, _log_source()):
             return  # rows a StepMeter writes: the hook tells its own fate
-        step = self.monitor.state().last_step if self.monitor.rows else None
-        if command is not None and command.is_trainer and command.running:
-            reason = _left_reason(command, step, "interrupted")
-            self.said = reason
-        else:
-            at = f" at step {step:,}" if step is not None else ""
-            reason = f"ledger watch was interrupted{at}; the run was not followed after"
+        trainer = command is not None and command.is_trainer and command.running
+        if trainer:
+            assert command is not None
+            self.said = _left_reason(command, None, "interrupted")
         try:
+            step = self._last_step()
+            if command is not None and trainer:
+                reason = self.said = _left_reason(command, step, "interrupted")
+            else:
+                at = f" at step {step:,}" if step is not None else ""
+                reason = f"ledger watch was interrupted{at}; the run was not followed after"
             self._set_fate(Fate.UNKNOWN, reason)
         except Exception as exc:  # a second Ctrl-C, a lost database: say it, do not hide it
             self.said = f"{self.said or ''} (the fate could not be stored: {exc})".strip()
+
+    def _done(self, update: WatchUpdate) -> WatchUpdate:
+        """The last update: after it, closing the watch is no interruption."""
+        self._closed = True
+        return update
 
 
 _DECISIONS = (Verdict.REGRESSION, Verdict.SAME, Verdict.IMPROVEMENT)
