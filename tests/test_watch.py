@@ -296,3 +296,46 @@ def test_the_timeline_shows_what_watch_decided(box: Path) -> None:
         _stop(trainer)
     said = [e for e in run_json("timeline") if e["kind"] == "comparison"]
     assert len(said) == 1 and said[0]["summary"].startswith("watch: told regression against")
+
+
+def test_identical_outputs_of_two_launches_are_two_launches(box: Path) -> None:
+    oom = box / "oom.log"
+    lines = [f"step {i} | loss 2.0 | tok/s {14000 + i % 7}\n" for i in range(1, 120)]
+    lines += [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 3 has a "
+        "total capacity of 79.19 GiB of which 1.21 GiB is free.\n"
+    ]
+    oom.write_text("".join(lines) * 4)  # well past the 4 KiB a copy is told by
+    for run in ("a1", "a2", "a1"):  # a second run, then a second launch of the first
+        done = _ledger("watch", run, "--interval", "0.1", "--", "cat", str(oom))
+        assert done.returncode == 3, done.stdout + done.stderr  # failed: never refused
+    with ledger.open() as lg:
+        assert lg.run_summary("a2").fate == "oom"
+        assert [x.fate for x in lg.launches("a1")] == ["oom", "oom"]
+
+
+def test_errors_never_exit_1_which_means_regression(box: Path) -> None:
+    unknown = _ledger("watch", "a", "--against", "nosuch", "--log", "a.log")
+    assert unknown.returncode == 6 and unknown.stderr.startswith("Error: "), unknown.stderr
+    itself = _ledger("watch", "a", "--against", "a", "--log", "a.log")
+    assert itself.returncode == 2 and "against itself" in itself.stderr
+    stop = _ledger("watch", "a", "--stop-on", "nosuch", "--log", "a.log")
+    assert stop.returncode == 2 and "--stop-on" in stop.stderr
+    folder = _ledger("watch", "a", "--log", str(box))
+    assert folder.returncode in (2, 6) and folder.returncode != 1
+
+
+def test_stop_on_stops_the_trainer_at_its_decision(box: Path) -> None:
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "100000", "--ending", "ok"]
+    done = _ledger("watch", "stopme", "--interval", "0.1", "--json",
+                   "--stop-on", "regression,failed", "--", *command)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["stopped"] and result["fate"] == "killed" and result["role"] == "trainer"
+    assert (
+        not Path(f"/proc/{result['pid']}").exists()
+        or "zombie" in Path(f"/proc/{result['pid']}/status").read_text().lower()
+    )
+    with ledger.open() as lg:
+        assert lg.run_summary("stopme").fate == "killed"
+        assert "--stop-on regression" in (lg.show("stopme").fate_reason or "")

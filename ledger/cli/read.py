@@ -84,8 +84,8 @@ def _figures(d: records.RunDetail) -> list[str]:
         if launch.verdict and launch.effective:
             verdict += f" at {short_value(launch.effective)}"
         lines.append(
-            f"    {d.run}@{launch.number} {local_time(launch.started_at)} "
-            f"({launch.source or 'before launches were kept'}): {launch.fate}{how}, "
+            f"    {d.run}@{launch.number} {local_time(launch.started_at)}"
+            f"{f' ({launch.source})' if launch.source else ''}: {launch.fate}{how}, "
             f"{launch.steps:,} steps{verdict}"
         )
     return lines

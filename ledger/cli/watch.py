@@ -15,6 +15,7 @@ import click
 from ledger.cli.app import cli, emit, json_option, open_ledger, warn
 from ledger.cli.params import Percent, seconds
 from ledger.errors import LedgerError
+from ledger.watch.codes import EXIT_CODES
 
 if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
@@ -161,7 +162,7 @@ def _watch(
         _notify(notify, result)
     if status.tty:
         click.echo("\a", nl=False)
-    emit(result, as_json, render_result)
+    emit(result, as_json, render_ending if _decided_before(result) else render_result)
     return result.exit_status if result.exit_status is not None else 0
 
 
@@ -341,6 +342,18 @@ def render_result(result: WatchResult) -> str:
     elif result.stopped and result.role == "viewer":
         text += "\n  the viewer command was stopped (the run it shows was not)"
     return text
+
+
+def render_ending(result: WatchResult) -> str:
+    """How a trainer ended, after its decision was said: the fate, not the decision again."""
+    name = f"{result.run}@{result.launch}" if result.launch and result.launch > 1 else result.run
+    late = result.exit_status != EXIT_CODES[result.outcome]
+    then = f"; it failed after the {result.outcome} decision" if late else ""
+    return (
+        f"{name}: the trainer ended (exit {result.exit_code}) after {result.elapsed_s:,.0f} s: "
+        f"fate {result.fate}{then} (decided {result.outcome.upper()} at step "
+        f"{result.decided_at_step or '?'})"
+    )
 
 
 def _verdict_text(result: WatchResult) -> str:

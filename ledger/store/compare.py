@@ -314,7 +314,7 @@ def watch_decision(
 ) -> records.StoredComparison:
     """Keep what `ledger watch` decided about `run` (against a run, or the baseline)."""
     run_b = run_row(session, inv, run)
-    run_a = run_row(session, inv, against) if against is not None else None
+    run_a = launches.find(session, inv, against).run if against is not None else None
     ci = state.pct_ci
     row = m.Comparison(
         investigation_id=inv,

@@ -228,6 +228,8 @@ def read_log(
     from ledger.model.logs import Found
 
     run_row, created = ensure_run(session, inv, run)
+    if created:
+        launches.first_source(session, run_row, launches.WATCH if request.fresh else launches.LOG)
     packed = is_gzip(file)
     lf = log_file_row(session, run_row.id, file, "gzip" if packed else "log")
     info = file.stat()

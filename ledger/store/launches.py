@@ -101,10 +101,10 @@ def launch_row(session: Session, run_id: int, number: int) -> m.Launch:
     return row
 
 
-def first(session: Session, run: m.Run, source: str | None = None) -> None:
-    """The launch 1 of a run just made."""
-    session.add(m.Launch(run_id=run.id, number=1, source=source, fate=Fate.UNKNOWN,
-                         started_at=utcnow()))  # fmt: skip
+def first_source(session: Session, run: m.Run, source: str) -> None:
+    """Who began the launch 1 of a run just made (lookup.ensure_run made it)."""
+    row = launch_row(session, run.id, 1)
+    row.source = row.source or source
     session.flush()
 
 

@@ -81,7 +81,9 @@ def start_run(
     peer rank of this launch (which started or finished sooner): its failure stands, and
     its cost figure is kept.
     """
-    row, _ = ensure_run(session, inv, run)
+    row, created = ensure_run(session, inv, run)
+    if created:
+        launches.first_source(session, row, launches.HOOK)
     earlier_launch = row.ended_at is not None and row.ended_at < launched_at
     earlier_steps = False
     if earlier_launch:
