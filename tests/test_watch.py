@@ -116,6 +116,8 @@ def test_silence_is_a_stall_stored_as_fate_and_event(box: Path) -> None:
         detail = lg.show("hung")
         assert detail.fate == "stalled"
         assert detail.event_counts.get("stall") == 1 and detail.last_step == 119
+    # the step it names is the last step stored, the number `show` says (not one before it)
+    assert "(last step 119)" in done.stdout and "(last step 118)" not in done.stdout
 
 
 def test_the_command_source_reads_its_standard_output(box: Path) -> None:
@@ -339,3 +341,18 @@ def test_stop_on_stops_the_trainer_at_its_decision(box: Path) -> None:
     with ledger.open() as lg:
         assert lg.run_summary("stopme").fate == "killed"
         assert "--stop-on regression" in (lg.show("stopme").fate_reason or "")
+
+
+def test_a_trainer_that_dies_after_the_decision_shows_its_death(box: Path) -> None:
+    # The decision did not stop it: the OOM it would have shown at step 400 is shown.
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "5000", "--ending", "oom",
+               "--end-at", "400"]  # fmt: skip
+    done = _ledger("watch", "doomed", "--interval", "0.1", "--json", "--", *command)
+    assert done.returncode == 3, done.stderr  # failed after the decision
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["decided_at_step"] < 400
+    assert result["fate"] == "oom" and result["exit_code"] not in (None, 0)
+    with ledger.open() as lg:
+        detail = lg.show("doomed")
+        assert detail.fate == "oom" and detail.event_counts.get("oom") == 1
+        assert detail.last_step is not None and detail.last_step >= 399

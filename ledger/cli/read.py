@@ -128,7 +128,8 @@ def render_run(d: records.RunDetail) -> str:
             lines.extend(f"        | {ln[:120]}" for ln in last)
     for log in d.log_files:
         unread = f", {log.unread_lines:,} unread" if log.unread_lines else ""
-        lines.append(f"  log {log.path}: {log.lines} lines, {log.size:,} bytes read{unread}")
+        of = f" (launch {log.launch})" if len(d.launches) > 1 else ""
+        lines.append(f"  log {log.path}{of}: {log.lines} lines, {log.size:,} bytes read{unread}")
     if d.event_counts:
         counts = ", ".join(f"{kind} ×{n}" for kind, n in d.event_counts.items())
         lines.append(f"  events: {counts}")

@@ -101,7 +101,7 @@ def detail(session: Session, row: m.Run) -> records.RunDetail:
         deploy_steps=deploys.steps_of(session, row.id, row.name),
         log_files=[records.from_row(records.LogFile, f) for f in logs],
         probes=[probe_record(session, p) for p in probes],
-        events=notable_events(session, row.id, {f.id: f.path for f in logs}),
+        events=notable_events(session, row.id, {f.id: f.path for f in logs}, launch=launch),
         event_counts=event_counts(session, row.id, launch),
         launch=launch,
         launches=launches.detailed(session, row),
@@ -145,12 +145,23 @@ def event_counts(session: Session, run_id: int, launch: int | None = None) -> di
 
 
 def notable_events(
-    session: Session, run_id: int, log_paths: dict[int, str], limit: int = NOTABLE_SHOWN
+    session: Session,
+    run_id: int,
+    log_paths: dict[int, str],
+    limit: int = NOTABLE_SHOWN,
+    launch: int | None = None,
 ) -> list[records.Event]:
-    """The run's last `limit` OOMs, NCCL failures, recompiles, tracebacks… in order."""
+    """The last `limit` OOMs, NCCL failures, recompiles, tracebacks… of a launch of the run
+    (default: its latest) in order."""
+    if launch is None:
+        launch = latest_launch(session.connection(), run_id)
     rows = session.scalars(
         select(m.LogEvent)
-        .where(m.LogEvent.run_id == run_id, m.LogEvent.kind.in_(NOTABLE))
+        .where(
+            m.LogEvent.run_id == run_id,
+            m.LogEvent.launch == launch,
+            m.LogEvent.kind.in_(NOTABLE),
+        )
         .order_by(m.LogEvent.id.desc())
         .limit(limit)
     ).all()
