@@ -323,6 +323,8 @@ def test_errors_never_exit_1_which_means_regression(box: Path) -> None:
     assert itself.returncode == 2 and "against itself" in itself.stderr
     stop = _ledger("watch", "a", "--stop-on", "nosuch", "--log", "a.log")
     assert stop.returncode == 2 and "--stop-on" in stop.stderr
+    launch = _ledger("watch", "a@2", "--log", "a.log")
+    assert launch.returncode == 2 and "by its name" in launch.stderr
     folder = _ledger("watch", "a", "--log", str(box))
     assert folder.returncode in (2, 6) and folder.returncode != 1
 

@@ -59,6 +59,14 @@ def watch(
     unknown = sorted(stops - set(OUTCOMES))
     if unknown:
         raise UsageError(f"--stop-on takes {', '.join(OUTCOMES)}, not {unknown[0]!r}")
+    from ledger.store.launches import split_name
+
+    name, number = split_name(run)
+    if number is not None and run not in lg.run_names():
+        raise UsageError(
+            f"watch follows a run by its name ({name}): each source it follows is a launch of "
+            f"it of its own; RUN@N names an earlier launch for --against, compare and why"
+        )
     if against is not None and against == run:
         raise UsageError(f"a run cannot be watched against itself ({run!r}); name another")
     reference = _reference(lg, against)
