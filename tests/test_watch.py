@@ -116,16 +116,26 @@ def test_silence_is_a_stall_stored_as_fate_and_event(box: Path) -> None:
         detail = lg.show("hung")
         assert detail.fate == "stalled"
         assert detail.event_counts.get("stall") == 1 and detail.last_step == 119
+    # the step it names is the last step stored, the number `show` says (not one before it)
+    assert "(last step 119)" in done.stdout and "(last step 118)" not in done.stdout
 
 
 def test_the_command_source_reads_its_standard_output(box: Path) -> None:
-    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "5000", "--ending", "ok"]
+    # A trainer: watch says the decision at once, and stays until the trainer's own end.
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "900", "--ending", "finish"]
     done = _ledger("watch", "piped", "--interval", "0.1", "--json", "--", *command)
     assert done.returncode == 1, done.stderr
-    assert json.loads(done.stdout)["outcome"] == "regression"
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["role"] == "trainer"
+    assert result["decided_at_step"] < 900  # decided long before the end…
+    assert result["exit_code"] == 0 and result["fate"] == "finished"  # …which it waited for
+    assert "PIPED: REGRESSION".lower() in done.stderr.lower()  # said at the decision
     with ledger.open() as lg:
-        (log,) = lg.show("piped").log_files
-        assert "streams" in log.path and log.lines > 100
+        detail = lg.show("piped")
+        (log,) = detail.log_files
+        assert "streams" in log.path
+        assert detail.steps == 900 and detail.last_step == 900  # the whole output is stored
+        assert detail.fate == "finished" and detail.launches[-1].exit_code == 0
 
 
 def test_a_command_that_ends_first_is_undecided(box: Path) -> None:
@@ -288,3 +298,63 @@ def test_the_timeline_shows_what_watch_decided(box: Path) -> None:
         _stop(trainer)
     said = [e for e in run_json("timeline") if e["kind"] == "comparison"]
     assert len(said) == 1 and said[0]["summary"].startswith("watch: told regression against")
+
+
+def test_identical_outputs_of_two_launches_are_two_launches(box: Path) -> None:
+    oom = box / "oom.log"
+    lines = [f"step {i} | loss 2.0 | tok/s {14000 + i % 7}\n" for i in range(1, 120)]
+    lines += [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 3 has a "
+        "total capacity of 79.19 GiB of which 1.21 GiB is free.\n"
+    ]
+    oom.write_text("".join(lines) * 4)  # well past the 4 KiB a copy is told by
+    for run in ("a1", "a2", "a1"):  # a second run, then a second launch of the first
+        done = _ledger("watch", run, "--interval", "0.1", "--", "cat", str(oom))
+        assert done.returncode == 3, done.stdout + done.stderr  # failed: never refused
+    with ledger.open() as lg:
+        assert lg.run_summary("a2").fate == "oom"
+        assert [x.fate for x in lg.launches("a1")] == ["oom", "oom"]
+
+
+def test_errors_never_exit_1_which_means_regression(box: Path) -> None:
+    unknown = _ledger("watch", "a", "--against", "nosuch", "--log", "a.log")
+    assert unknown.returncode == 6 and unknown.stderr.startswith("Error: "), unknown.stderr
+    itself = _ledger("watch", "a", "--against", "a", "--log", "a.log")
+    assert itself.returncode == 2 and "against itself" in itself.stderr
+    stop = _ledger("watch", "a", "--stop-on", "nosuch", "--log", "a.log")
+    assert stop.returncode == 2 and "--stop-on" in stop.stderr
+    launch = _ledger("watch", "a@2", "--log", "a.log")
+    assert launch.returncode == 2 and "by its name" in launch.stderr
+    folder = _ledger("watch", "a", "--log", str(box))
+    assert folder.returncode in (2, 6) and folder.returncode != 1
+
+
+def test_stop_on_stops_the_trainer_at_its_decision(box: Path) -> None:
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "100000", "--ending", "ok"]
+    done = _ledger("watch", "stopme", "--interval", "0.1", "--json",
+                   "--stop-on", "regression,failed", "--", *command)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["stopped"] and result["fate"] == "killed" and result["role"] == "trainer"
+    assert (
+        not Path(f"/proc/{result['pid']}").exists()
+        or "zombie" in Path(f"/proc/{result['pid']}/status").read_text().lower()
+    )
+    with ledger.open() as lg:
+        assert lg.run_summary("stopme").fate == "killed"
+        assert "--stop-on regression" in (lg.show("stopme").fate_reason or "")
+
+
+def test_a_trainer_that_dies_after_the_decision_shows_its_death(box: Path) -> None:
+    # The decision did not stop it: the OOM it would have shown at step 400 is shown.
+    command = [*TRAINER, *PACE, "--level", "10650", "--steps", "5000", "--ending", "oom",
+               "--end-at", "400"]  # fmt: skip
+    done = _ledger("watch", "doomed", "--interval", "0.1", "--json", "--", *command)
+    assert done.returncode == 3, done.stderr  # failed after the decision
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["decided_at_step"] < 400
+    assert result["fate"] == "oom" and result["exit_code"] not in (None, 0)
+    with ledger.open() as lg:
+        detail = lg.show("doomed")
+        assert detail.fate == "oom" and detail.event_counts.get("oom") == 1
+        assert detail.last_step is not None and detail.last_step >= 399

@@ -73,12 +73,14 @@ def compare(
     no-change) needs both significance (p < --alpha, from a test that respects
     autocorrelated steps) and a difference of at least --threshold. Change points inside
     a run and the spread between ranks are reported too; docs/analysis.md explains the
-    method.
+    method. A run is judged by its latest launch; RUN@N names another (eager_b@1: the
+    first launch of a run relaunched under the same name).
 
     \b
       ledger compare eager_unpadded eager_dynamiccopy
       ledger compare eager_unpadded eager_dynamiccopy --baseline 14200 --plot cmp.png
       ledger compare eager_unpadded eager_dynamiccopy --resolve 3
+      ledger compare eager_b@1 eager_b
     """
     report = lg.compare(
         list(runs),

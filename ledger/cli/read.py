@@ -48,8 +48,10 @@ def runs(lg: Ledger, as_json: bool) -> None:
 @json_option
 @with_ledger(read_only=True)
 def show(lg: Ledger, run: str, as_json: bool) -> None:
-    """Show RUN with its hypothesis, patch, deploy steps, log files and probes."""
-    detail = lg.show(run)
+    """Show RUN with its throughput (the latest launch's effective figure and its % of the
+    baseline), the last watch or compare verdict, its launches (RUN@1, RUN@2…) with their
+    fates and verdicts, hypothesis, patch, deploy steps, log files and probes."""
+    detail = lg.show(run, figures=True)
     emit(detail, as_json, render_run)
 
 
@@ -60,12 +62,42 @@ def step_count(rows: int, last: int | None) -> str:
     return f"{rows:,} (last step {last:,})"
 
 
+def _figures(d: records.RunDetail) -> list[str]:
+    """Throughput, the last verdict and the launches: where the run stands, in three lines."""
+    from ledger.analyze.wording import short_value
+
+    lines = []
+    if d.effective is not None:
+        pct = f", {d.pct_of_baseline:.1f} % of the baseline" if d.pct_of_baseline else ""
+        unit = f" {d.throughput_unit}" if d.throughput_unit else ""
+        lines.append(f"  throughput: effective {short_value(d.effective)}{unit}{pct}")
+    if d.decision is not None:
+        c = d.decision
+        against = f"against {c.a}" if c.a else "against the baseline"
+        at = f"@{c.launch_b}" if c.launch_b and d.launch > 1 else ""
+        lines.append(f"  last verdict ({c.kind}{at}, {against}): {c.verdict} — {c.summary}")
+    if len(d.launches) > 1:
+        lines.append("  launches:")
+    for launch in d.launches if len(d.launches) > 1 else ():
+        how = f", exit {launch.exit_code}" if launch.exit_code is not None else ""
+        verdict = f", {launch.verdict}" if launch.verdict else ""
+        if launch.verdict and launch.effective:
+            verdict += f" at {short_value(launch.effective)}"
+        lines.append(
+            f"    {d.run}@{launch.number} {local_time(launch.started_at)}"
+            f"{f' ({launch.source})' if launch.source else ''}: {launch.fate}{how}, "
+            f"{launch.steps:,} steps{verdict}"
+        )
+    return lines
+
+
 def render_run(d: records.RunDetail) -> str:
     lines = [f"run {d.run}  (fate: {d.fate}{' — ' + d.fate_reason if d.fate_reason else ''})"]
     lines.append(
         f"  created {local_time(d.created_at)}; {step_count(d.steps, d.last_step)} steps "
-        f"on {d.ranks} rank(s)"
+        f"on {d.ranks} rank(s)" + (f" (launch {d.launch})" if d.launch > 1 else "")
     )
+    lines.extend(_figures(d))
     if d.hypothesis is not None:
         lines.append(
             f"  hypothesis #{d.hypothesis.id} ({d.hypothesis.status}): {d.hypothesis.text}"
@@ -96,7 +128,8 @@ def render_run(d: records.RunDetail) -> str:
             lines.extend(f"        | {ln[:120]}" for ln in last)
     for log in d.log_files:
         unread = f", {log.unread_lines:,} unread" if log.unread_lines else ""
-        lines.append(f"  log {log.path}: {log.lines} lines, {log.size:,} bytes read{unread}")
+        of = f" (launch {log.launch})" if len(d.launches) > 1 else ""
+        lines.append(f"  log {log.path}{of}: {log.lines} lines, {log.size:,} bytes read{unread}")
     if d.event_counts:
         counts = ", ".join(f"{kind} ×{n}" for kind, n in d.event_counts.items())
         lines.append(f"  events: {counts}")

@@ -35,6 +35,10 @@ NAMING_CONVENTION = {
 }
 
 COMPARISON_KINDS = ("compare", "watch")
+# Who started a launch (revision 0006): a log read from its start, a `watch` source, a
+# relaunch deploy step, a StepMeter, the API, an import; NULL for the first launch of a run
+# that existed before launches were recorded.
+LAUNCH_SOURCES = ("log", "watch", "deploy", "hook", "api", "import")
 CONFIG_SOURCES = ("hook", "log", "deploy", "import", "api")
 
 
@@ -133,6 +137,32 @@ class Run(Base):
     hook_cost_us: Mapped[float | None] = mapped_column(Real)
 
 
+class Launch(Base):
+    """One launch of a run (revision 0006): a run named `eager_b` may be launched several
+    times (a relaunch after a fix). Each launch keeps its own steps, events and fate;
+    `number` counts from 1 within the run, and the highest is the run's latest launch, the
+    one compare, watch, why and the report judge unless asked (`eager_b@1`). The run's own
+    `fate` is its latest launch's."""
+
+    __tablename__ = "launch"
+    __table_args__ = (
+        UniqueConstraint("run_id", "number"),
+        CheckConstraint(_one_of("fate", FATES), name="fate"),
+        CheckConstraint(f"source IS NULL OR {_one_of('source', LAUNCH_SOURCES)}", name="source"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str | None] = mapped_column(String(20))
+    command: Mapped[str | None] = mapped_column(Text)  # what was launched, when ledger knows
+    fate: Mapped[str] = mapped_column(String(20), default="unknown")
+    fate_reason: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)  # a command watch ran, as it ended
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 class DeployStep(Base):
     """One step of getting a patch onto the box, and whether what it shipped was the patch."""
 
@@ -160,7 +190,7 @@ class LogFile(Base):
     """A log file ingested for a run, and how far: ingestion resumes from `offset`."""
 
     __tablename__ = "log_file"
-    __table_args__ = (UniqueConstraint("run_id", "path"),)
+    __table_args__ = (UniqueConstraint("run_id", "path", "launch"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
@@ -177,6 +207,9 @@ class LogFile(Base):
     # dropped), and what the file is ("log", "trainer_state", "stream", "tensorboard"…).
     unread_lines: Mapped[int] = mapped_column(BigInt, default=0, server_default="0")
     format: Mapped[str | None] = mapped_column(String(30))
+    # Revision 0006: the launch its rows belong to. A file replaced or truncated (a trainer
+    # started again into it) is read again into a new launch, as a new row.
+    launch: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class Step(Base):
@@ -185,6 +218,11 @@ class Step(Base):
     __tablename__ = "step"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    # Revision 0006: the launch of the run (launch.number), second in the key so that one
+    # launch's steps are one range of it; a relaunch never overwrites an earlier launch's.
+    launch: Mapped[int] = mapped_column(
+        Integer, primary_key=True, autoincrement=False, server_default="1"
+    )
     rank: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     step: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     wall_time: Mapped[float | None] = mapped_column(Real)
@@ -210,6 +248,9 @@ class Metric(Base):
     __tablename__ = "metric"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    launch: Mapped[int] = mapped_column(
+        Integer, primary_key=True, autoincrement=False, server_default="1"
+    )  # as step.launch
     rank: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     step: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=False)
     # Text since 0005: FSDP parameter names (grad norms per parameter) pass 100 characters.
@@ -245,6 +286,7 @@ class LogEvent(Base):
     text: Mapped[str] = mapped_column(Text)
     rank: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    launch: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # 0006
 
 
 class Probe(Base):
@@ -359,3 +401,6 @@ class Comparison(Base):
     effective_a: Mapped[float | None] = mapped_column(Real)
     effective_b: Mapped[float | None] = mapped_column(Real)
     decided_at_step: Mapped[int | None] = mapped_column(BigInt)
+    # Revision 0006: the launches compared (launch.number of run a and run b).
+    launch_a: Mapped[int | None] = mapped_column(Integer)
+    launch_b: Mapped[int | None] = mapped_column(Integer)

@@ -20,9 +20,9 @@ from ledger.errors import SchemaOutdatedError, StorageError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0005"
+HEAD = "0006"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class LogFile(Record):
     sha256: str | None
     ingested_at: datetime | None
     unread_lines: int = 0
+    launch: int = 1  # the launch of the run it was read into
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +180,26 @@ class RunSummary(Record):
     log_files: int
     probes: int
     created_at: datetime
+    launch: int = 1  # the latest launch (how many there were): `fate`, `steps`… are its
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch(Record):
+    """One launch of a run (`RUN@number`): who started it, its fate, and — in `show` —
+    its steps and the last verdict on it."""
+
+    number: int
+    source: str | None  # log, watch, deploy, hook, api, import; None: before launches
+    command: str | None
+    fate: str
+    fate_reason: str | None
+    exit_code: int | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    steps: int = 0
+    last_step: int | None = None
+    verdict: str | None = None  # the last watch or compare decision on this launch
+    effective: float | None = None  # that decision's effective throughput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +226,15 @@ class RunDetail(Record):
     probes: list[Probe]
     events: list[Event] = dataclasses.field(default_factory=list)  # the notable ones, in order
     event_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # every kind
+    # Since launches (schema 0006): `steps`, `ranks`, `last_step` and `fate` are the latest
+    # launch's; `launches` lists every launch with its fate, steps and last verdict.
+    launch: int = 1
+    launches: list[Launch] = dataclasses.field(default_factory=list)
+    decision: StoredComparison | None = None  # the last watch or compare verdict on the run
+    # The judged effective throughput of the latest launch and its % of the baseline
+    # (`Ledger.show(run, figures=True)`, what `ledger show` prints; None otherwise).
+    effective: float | None = None
+    pct_of_baseline: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,6 +328,8 @@ class IngestResult(Record):
     run_created: bool = False  # this ingest made the run
     unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
     config: int = 0  # config items the log showed (run_config, source 'log')
+    launch: int = 1  # the launch of the run the file was read into
+    launch_fate: str | None = None  # that launch's fate (`fate` is the run's: its latest's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,6 +374,8 @@ class StoredComparison(Record):
     verdict: str
     decided_at_step: int | None
     summary: str
+    launch_a: int | None = None  # the launches compared (schema 0006)
+    launch_b: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,6 +459,14 @@ class WatchResult(Record):
     elapsed_s: float
     reason: str
     steady_from_step: int | None = None  # where the steady window began
+    launch: int | None = None  # the launch judged (RUN@launch)
+    source: str = "log"  # log, command (a trainer or a viewer), rows
+    role: str | None = None  # trainer or viewer, for a command
+    exit_code: int | None = None  # how the command ended, when it did
+    left_running: bool = False  # a trainer watch launched, still running as watch ended
+    stopped: bool = False  # watch stopped the command (a viewer, or --stop-on)
+    exit_status: int | None = None  # what `ledger watch` exits with
+    pid: int | None = None  # the command's process id (its process group's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,3 +486,6 @@ class WatchUpdate(Record):
     monitor: Any  # ledger.model.analysis.MonitorState, once steps have come
     note: str | None = None
     result: WatchResult | None = None
+    # The decision, said at once, while watch stays with a trainer until its own end (the
+    # last update's `result` then tells how it ended).
+    decision: WatchResult | None = None

@@ -19,9 +19,10 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
+from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import column_counts, placeholder, rank_bounds
+from ledger.store.steps import column_counts, latest_launch, placeholder, rank_bounds
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
@@ -86,22 +87,25 @@ def override(stored: Baseline, value: float | None, units: Sequence[str | None])
 ANALYSED = ("throughput", "tokens", "step_time_s", "wait_s", "wall_time")
 
 
-def step_columns(session: Session, run_id: int, after: int | None = None) -> StepColumns:
-    """The run's steps (those after step `after`, when given) as arrays for
-    ledger.analyze, reading only the columns that hold something (one count first): rank
-    only when the run has several."""
+def step_columns(
+    session: Session, run_id: int, after: int | None = None, launch: int | None = None
+) -> StepColumns:
+    """The steps of one launch of the run (default: its latest; those after step `after`,
+    when given) as arrays for ledger.analyze, reading only the columns that hold something
+    (one count first): rank only when the run has several."""
     import numpy as np
 
     from ledger.analyze import StepColumns
 
     conn = session.connection()
-    low, high = rank_bounds(conn, run_id)
+    launch = latest_launch(conn, run_id) if launch is None else launch
+    low, high = rank_bounds(conn, run_id, launch)
     mark = placeholder(conn.dialect.name)
-    where = f"FROM step WHERE run_id = {mark}"
-    params: tuple[int, ...] = (run_id,)
+    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
+    params: tuple[int, ...] = (run_id, launch)
     if after is not None:
         where += f" AND step > {mark}"
-        params = (run_id, after)
+        params = (run_id, launch, after)
     # one scan: which columns hold something, and whether the steps are 0, 1, 2, … apart
     # from where they start (then they are not read, row by row, at all)
     held, rows, first, last = column_counts(conn, where, params, ANALYSED)
@@ -243,11 +247,15 @@ def resolve(
     status = resolution_status(comparison)
     line = f"compare {comparison.a} {comparison.b}: {comparison.summary} → {status}"
     hypothesis = hypothesis_row(session, inv, hypothesis_id)
+    # RUN or RUN@N: the launches compared are kept with the runs
+    a, b = launches.find(session, inv, comparison.a), launches.find(session, inv, comparison.b)
     row = m.Comparison(
         investigation_id=inv,
         hypothesis_id=hypothesis.id,
-        run_a_id=run_row(session, inv, comparison.a).id,
-        run_b_id=run_row(session, inv, comparison.b).id,
+        run_a_id=a.run.id,
+        run_b_id=b.run.id,
+        launch_a=a.launch,
+        launch_b=b.launch,
         kind="compare",
         unit=second.unit or first.unit,
         steady_from_a=first.steady_from_step,
@@ -284,6 +292,13 @@ def stored(session: Session, inv: int, hypothesis: int | None) -> list[records.S
     return [_stored(row, names) for row in rows]
 
 
+def stored_record(session: Session, row: m.Comparison) -> records.StoredComparison:
+    """One stored comparison, with its runs by name."""
+    ids = [i for i in (row.run_a_id, row.run_b_id) if i is not None]
+    names = dict(session.execute(select(m.Run.id, m.Run.name).where(m.Run.id.in_(ids))).all())
+    return _stored(row, names)
+
+
 def _stored(row: m.Comparison, names: dict[int, str]) -> records.StoredComparison:
     ci = None
     if row.ci_low_pct is not None and row.ci_high_pct is not None:
@@ -308,7 +323,7 @@ def watch_decision(
 ) -> records.StoredComparison:
     """Keep what `ledger watch` decided about `run` (against a run, or the baseline)."""
     run_b = run_row(session, inv, run)
-    run_a = run_row(session, inv, against) if against is not None else None
+    run_a = launches.find(session, inv, against).run if against is not None else None
     ci = state.pct_ci
     row = m.Comparison(
         investigation_id=inv,

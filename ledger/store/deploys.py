@@ -27,7 +27,7 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.proc import CommandResult, run_command
-from ledger.store import gate
+from ledger.store import gate, launches
 from ledger.store.lookup import run_row
 
 LAUNCH_STEP = re.compile(r"launch|start|train|^run$", re.IGNORECASE)
@@ -100,6 +100,7 @@ def new_step(
         row.drift = check.drift
     session.add(row)
     if LAUNCH_STEP.search(step):
+        launches.begin(session, run_, launches.DEPLOY, row.command)  # the relaunch's own launch
         store_flags(session, run_.id, split_flags(redacted_words(argv)))
     session.flush()
     return row

@@ -21,17 +21,20 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.DataFrame:
-    """A run's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
+def steps_frame(
+    conn: Connection, run_id: int, wanted: tuple[str, ...], launch: int
+) -> pd.DataFrame:
+    """A launch's steps as a DataFrame (rank, step, then `wanted`), ordered by step then rank."""
     import pandas as pd
 
     names = ("rank", "step", *wanted)
-    # (rank, step) is the primary key's order: no sort in the database
+    mark = placeholder(conn.dialect.name)
+    # (launch, rank, step) is the primary key's order: no sort in the database
     table = columnar.fetch_floats(
         conn,
         names,
-        f"FROM step WHERE run_id = {placeholder(conn.dialect.name)} ORDER BY rank, step",
-        (run_id,),
+        f"FROM step WHERE run_id = {mark} AND launch = {mark} ORDER BY rank, step",
+        (run_id, launch),
     )
     rank, step, table = _by_step(table)
     data: dict[str, Any] = {"rank": rank, "step": step}
@@ -39,12 +42,12 @@ def steps_frame(conn: Connection, run_id: int, wanted: tuple[str, ...]) -> pd.Da
     return pd.DataFrame(data, columns=list(names))
 
 
-def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
+def metrics_frame(conn: Connection, run_id: int, launch: int) -> pd.DataFrame:
     """A run's further scalars in long form: rank, step, name, value (by step, rank, name)."""
     import numpy as np
     import pandas as pd
 
-    names, table = _metric_rows(conn, run_id)
+    names, table = _metric_rows(conn, run_id, launch)
     rank, step, table = _by_step(table)
     codes = table[:, 3].astype(np.int64)
     if len(codes) and (rank != rank[0]).any():  # by step, then rank, then name
@@ -54,16 +57,17 @@ def metrics_frame(conn: Connection, run_id: int) -> pd.DataFrame:
     return pd.DataFrame({"rank": rank, "step": step, "name": name, "value": table[:, 2]})
 
 
-def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
+def wide_frame(conn: Connection, run_id: int, launch: int) -> pd.DataFrame:
     """One row per (step, rank): the step columns that hold a value, then one column per
     metric name (a step column's name wins over a metric of the same name)."""
     import numpy as np
     import pandas as pd
 
     mark = placeholder(conn.dialect.name)
-    held = column_counts(conn, f"FROM step WHERE run_id = {mark}", (run_id,), STEP_COLUMNS)[0]
-    steps = steps_frame(conn, run_id, held)
-    names, table = _metric_rows(conn, run_id)
+    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
+    held = column_counts(conn, where, (run_id, launch), STEP_COLUMNS)[0]
+    steps = steps_frame(conn, run_id, held, launch)
+    names, table = _metric_rows(conn, run_id, launch)
     if not len(table):
         return steps
     m_rank, m_step, table = _by_step(table)
@@ -87,27 +91,28 @@ def wide_frame(conn: Connection, run_id: int) -> pd.DataFrame:
     return frame
 
 
-def _metric_rows(conn: Connection, run_id: int) -> tuple[list[str], np.ndarray]:
+def _metric_rows(conn: Connection, run_id: int, launch: int) -> tuple[list[str], np.ndarray]:
     """The run's distinct metric names (sorted), and its metric rows as numbers: rank,
     step, value, the name's position in that list — in the key's order (rank, step)."""
     import numpy as np
 
     mark = placeholder(conn.dialect.name)
-    where = f"FROM metric WHERE run_id = {mark}"
+    where = f"FROM metric WHERE run_id = {mark} AND launch = {mark}"
+    key = (run_id, launch)
     low, high = conn.exec_driver_sql(  # each end of the key: no scan
-        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
+        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (*key, *key)
     ).one()
     if low is None:
         return [], np.empty((0, 4))
 
     def names() -> list[str]:
         query = f"SELECT DISTINCT name {where} ORDER BY name"
-        return [str(n) for (n,) in conn.exec_driver_sql(query, (run_id,))]
+        return [str(n) for (n,) in conn.exec_driver_sql(query, key)]
 
     tail = f"{where} ORDER BY rank, step, name"
     one_rank = low == high  # the rank need not be read, row by row
     columns = ("step", "value") if one_rank else ("rank", "step", "value")
-    labels, table = columnar.fetch_labelled(conn, columns, "name", tail, (run_id,), names)
+    labels, table = columnar.fetch_labelled(conn, columns, "name", tail, key, names)
     if one_rank:
         table = np.column_stack([np.full(len(table), float(low)), table])
     return labels, table

@@ -29,7 +29,7 @@ from ledger.model.imports import ColumnMap, ImportedRun, ImportResult, Point, Tr
 from ledger.model.terms import FAILED_FATES, FINAL_FATES, IN_PROGRESS_FATES, Fate
 from ledger.store.ingest import write_config
 from ledger.store.lookup import ensure_run, insert_if_missing
-from ledger.store.steps import StepWriter, placeholder
+from ledger.store.steps import StepWriter, latest_launch, placeholder
 
 Key = tuple[int, int]  # (rank, step)
 
@@ -185,15 +185,17 @@ def _known(
     per row comes back, so a second import of a large run costs little more than the first
     read of its keys."""
     mark = placeholder(conn.dialect.name)
+    launch = latest_launch(conn, run_id)  # the launch the step writer writes into
     empty = " + ".join(f'(CASE WHEN "{c}" IS NULL THEN {1 << i} ELSE 0 END)' for i, c in
                        enumerate(columns))  # fmt: skip
     steps = conn.exec_driver_sql(
         f"SELECT rank, step, CASE WHEN log_file_id = {mark} THEN {empty} ELSE 0 END "
-        f"FROM step WHERE run_id = {mark}",
-        (log_file_id, run_id),
+        f"FROM step WHERE run_id = {mark} AND launch = {mark}",
+        (log_file_id, run_id, launch),
     ).fetchall()
     metrics = conn.exec_driver_sql(
-        f"SELECT rank, step, name FROM metric WHERE run_id = {mark}", (run_id,)
+        f"SELECT rank, step, name FROM metric WHERE run_id = {mark} AND launch = {mark}",
+        (run_id, launch),
     ).fetchall()
     return (
         {(int(r), int(s)): int(bits) for r, s, bits in steps},

@@ -31,10 +31,11 @@ from ledger.errors import BadContentError, ConflictError, InputFileError, UsageE
 from ledger.model import records
 from ledger.model.records import StepWrite
 from ledger.model.terms import Fate
-from ledger.store import gate
+from ledger.store import gate, launches
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
+from ledger.store.steps import latest_launch as latest
 
 if TYPE_CHECKING:
     from ledger.model.logs import Found
@@ -52,7 +53,9 @@ READER_COLUMNS = (
     "memory_allocated_mib",
     "memory_reserved_mib",
 )
-EVENT_COLUMNS = ("run_id", "log_file_id", "line", "kind", "text", "rank", "step", "created_at")
+EVENT_COLUMNS = (
+    "run_id", "log_file_id", "line", "kind", "text", "rank", "step", "created_at", "launch",
+)  # fmt: skip
 
 _TRAIN_PREFIX = re.compile(r"^(?:train(?:ing)?)[_\-.]", re.I)
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stdout", ".stderr")
@@ -135,17 +138,31 @@ class LogRequest:
     stall_after: float = STALL_AFTER_S
     progress: Progress | None = None
     cache: PrefixCache | None = None
+    # The output of a command ledger itself runs (`watch -- CMD`): new by construction, so
+    # never refused as a copy of another run's log (two launches may print the same).
+    fresh: bool = False
 
 
-def log_file_row(session: Session, run_id: int, file: Path, fmt: str) -> m.LogFile:
-    """The log file's row, created when new, and locked for this transaction: two ingests of
-    one file (eight shells following it on PostgreSQL) take turns instead of both storing
-    what they read. (SQLite's BEGIN IMMEDIATE already serialises every writer.)"""
+def log_file_row(
+    session: Session, run_id: int, file: Path, fmt: str, launch: int | None = None
+) -> m.LogFile:
+    """The log file's row (of its latest launch, or of `launch`), created when new (in the
+    run's latest launch), and locked for this transaction: two ingests of one file (eight
+    shells following it on PostgreSQL) take turns instead of both storing what they read.
+    (SQLite's BEGIN IMMEDIATE already serialises every writer.)"""
     key = str(file.resolve())
-    insert_if_missing(
-        session, m.LogFile, run_id=run_id, path=key, size=0, offset=0, lines=0, format=fmt
-    )
     query = select(m.LogFile).where(m.LogFile.run_id == run_id, m.LogFile.path == key)
+    if launch is not None:
+        query = query.where(m.LogFile.launch == launch)
+    found = session.scalars(query.order_by(m.LogFile.launch.desc()).limit(1)).first()
+    number = found.launch if found is not None else launch or latest(session.connection(), run_id)
+    insert_if_missing(
+        session, m.LogFile, run_id=run_id, path=key, size=0, offset=0, lines=0, format=fmt,
+        launch=number,
+    )  # fmt: skip
+    query = select(m.LogFile).where(
+        m.LogFile.run_id == run_id, m.LogFile.path == key, m.LogFile.launch == number
+    )
     return session.scalars(query.with_for_update()).one()
 
 
@@ -211,10 +228,12 @@ def read_log(
     from ledger.model.logs import Found
 
     run_row, created = ensure_run(session, inv, run)
+    if created:
+        launches.first_source(session, run_row, launches.WATCH if request.fresh else launches.LOG)
     packed = is_gzip(file)
     lf = log_file_row(session, run_row.id, file, "gzip" if packed else "log")
     info = file.stat()
-    if not lf.offset:
+    if not lf.offset and not request.fresh:
         check_owner(session, inv, run_row.id, file, info.st_size)
     size = info.st_size
     offset = lf.offset or 0
@@ -230,6 +249,9 @@ def read_log(
         else:
             digest = prefix
     if reset is not None:
+        # A trainer started again into its log: a new launch, the old one's rows kept.
+        launch = launches.begin(session, run_row, launches.LOG).number
+        lf = log_file_row(session, run_row.id, file, lf.format or "log", launch)
         _forget(session, run_row.id, lf)
         offset, digest = 0, hashlib.sha256()
     patterns, per_step = request.patterns, request.tokens_per_step
@@ -254,8 +276,8 @@ def read_log(
         and now - last_read >= timedelta(seconds=request.stall_after)
     )
     start = offset
-    conn = session.connection()
-    writer = StepWriter(conn, run_row.id, log_file_id=lf.id, columns=READER_COLUMNS)
+    session.connection()
+    writer = LaunchWriter(session, run_row, lf)
     done = Stored()
     pending = Found()
     tail = ""
@@ -271,14 +293,14 @@ def read_log(
                 pending.extend(reader.feed(text))
                 offset = end
                 if len(pending.steps) + len(pending.metrics) >= BATCH_ROWS:
-                    done.add(_store(session, writer, run_row.id, lf.id, pending))
+                    done.add(_store(session, writer, pending))
                     pending = Found()
                 if request.progress is not None:
                     request.progress(offset, size)
         except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
             cut = f"compressed stream cut short ({type(exc).__name__})"
             reader.rec.unread(reader.state.line, cut)
-    done.add(_store(session, writer, run_row.id, lf.id, pending))
+    done.add(_store(session, writer, pending))
     # The fate reads the unfinished tail and closes what is open, on a copy of the state.
     summary = reader.summary(tail=tail, stalled=stalled)
     data = summary.to_dict()
@@ -297,12 +319,11 @@ def read_log(
     lf.state = json.dumps(reader.save(), allow_nan=False)
     if grew or last_read is None:
         lf.ingested_at = now
-    if took:
-        run_row.fate = summary.fate
-        run_row.fate_reason = summary.fate_reason or None  # the gate redacts and bounds it
+    if took:  # the gate redacts and bounds the reason
+        launches.set_fate(session, run_row, lf.launch, summary.fate, summary.fate_reason)
     if summary.throughput.unit and not run_row.throughput_unit:
         run_row.throughput_unit = summary.throughput.unit
-    steps, ranks, _ = step_counts(session, run_row.id)
+    steps, ranks, _ = step_counts(session, run_row.id, lf.launch)
     data["steps"], data["ranks"] = steps, ranks
     return records.IngestResult(
         run=run_row.name,
@@ -321,6 +342,8 @@ def read_log(
         run_created=created,
         unread_lines=lf.unread_lines,
         config=done.config,
+        launch=lf.launch,
+        launch_fate=launches.fate_of(session, run_row, lf.launch),
     )
 
 
@@ -386,19 +409,54 @@ def _forget(session: Session, run_id: int, lf: m.LogFile) -> None:
     session.flush()
 
 
-def _store(
-    session: Session, writer: StepWriter, run_id: int, log_file_id: int, found: Found
-) -> Stored:
+class LaunchWriter:
+    """The step writer of one log, in the launch its rows belong to: the log file's, unless
+    the log's first steps start again at or below where the launch's steps from another
+    log got to (the same run launched again into a new file): then a new launch."""
+
+    def __init__(self, session: Session, run: m.Run, lf: m.LogFile) -> None:
+        self.session, self.run, self.lf = session, run, lf
+        self.steps_seen = False
+        self.writer: StepWriter | None = None
+
+    def get(self, found: Found) -> StepWriter:
+        if not self.steps_seen and found.steps:
+            self.steps_seen = True
+            if launches.starts_again(self.session, self.run.id, self.lf, found.steps):
+                number = launches.begin(self.session, self.run, launches.LOG).number
+                launches.move_log(self.session, self.lf, number)
+                self.writer = None
+        if self.writer is None:
+            self.writer = StepWriter(
+                self.session.connection(), self.run.id, log_file_id=self.lf.id,
+                columns=READER_COLUMNS, launch=self.lf.launch,
+            )  # fmt: skip
+        return self.writer
+
+
+def _store(session: Session, launch_writer: LaunchWriter, found: Found) -> Stored:
     """Write what the reader found (a ledger.model.logs.Found): step and metric rows, events
     with the step before them, config items."""
     conn = session.connection()
+    writer = launch_writer.get(found)
+    run_id, log_file_id, launch = launch_writer.run.id, launch_writer.lf.id, launch_writer.lf.launch
     done = Stored(rows=writer.write(found.steps, found.metrics, trusted=True, nan=found.has_nan))
     if found.events:
         now = utcnow().replace(tzinfo=None)
         conn.exec_driver_sql(
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
-                (run_id, log_file_id, e.line, e.kind, _event_text(e.text), e.rank, e.step, now)
+                (
+                    run_id,
+                    log_file_id,
+                    e.line,
+                    e.kind,
+                    _event_text(e.text),
+                    e.rank,
+                    e.step,
+                    now,
+                    launch,
+                )
                 for e in found.events
             ],
         )

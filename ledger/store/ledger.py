@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,7 +27,7 @@ from ledger.hashing import sha256_file
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
 from ledger.model.imports import ImportResult
-from ledger.model.records import FateChange, StepWrite
+from ledger.model.records import StepWrite
 from ledger.store import (
     compare,
     deploys,
@@ -37,8 +36,8 @@ from ledger.store import (
     hypotheses,
     imports,
     ingest,
+    launches,
     lookup,
-    meter,
     opening,
     probes,
     runs,
@@ -50,6 +49,7 @@ from ledger.store import (
 )
 from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
+from ledger.store.launch_api import LaunchMethods
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 Echo = Callable[[bytes], None]
 
 
-class Ledger:
+class Ledger(LaunchMethods):
     """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
 
     def __init__(self, location: Location, engine: Engine, investigation: str) -> None:
@@ -278,10 +278,15 @@ class Ledger:
         with self._read() as (s, inv):
             return runs.summary(s, lookup.run_row(s, inv, run))
 
-    def show(self, run: str) -> records.RunDetail:
-        """The run with its hypothesis, patch, deploy steps, log files and probes."""
+    def show(self, run: str, *, figures: bool = False) -> records.RunDetail:
+        """The run with its hypothesis, patch, deploy steps, log files, probes, launches and
+        last verdict; with `figures`, the latest launch's effective throughput and its % of
+        the baseline too (an analysis of its steps)."""
         with self._read() as (s, inv):
-            return runs.detail(s, lookup.run_row(s, inv, run))
+            detail = runs.detail(s, lookup.run_row(s, inv, run))
+        if figures and detail.steps:
+            return launches.with_figures(detail, self.analyze(detail.run))
+        return detail
 
     def runs_frame(self) -> pd.DataFrame:
         """`runs()` as a pandas DataFrame, one row per run."""
@@ -335,23 +340,28 @@ class Ledger:
         """
         wanted = steps.check_columns(columns)
         with self._read() as (s, inv):
-            return frames.steps_frame(s.connection(), lookup.run_id(s, inv, run), wanted)
+            run_id, launch = launches.ids(s, inv, run)
+            return frames.steps_frame(s.connection(), run_id, wanted, launch)
 
     def metrics_frame(self, run: str) -> pd.DataFrame:
         """A run's further scalars in long form: rank, step, name, value."""
         with self._read() as (s, inv):
-            return frames.metrics_frame(s.connection(), lookup.run_id(s, inv, run))
+            return frames.metrics_frame(s.connection(), *launches.ids(s, inv, run))
 
     def wide_frame(self, run: str) -> pd.DataFrame:
         """A run as one table: a row per step (and rank), its step columns that hold a
         value, then a column per metric."""
         with self._read() as (s, inv):
-            return frames.wide_frame(s.connection(), lookup.run_id(s, inv, run))
+            return frames.wide_frame(s.connection(), *launches.ids(s, inv, run))
 
-    def step_columns(self, run: str, *, after: int | None = None) -> StepColumns:
-        """The run's steps (after step `after`) as arrays for ledger.analyze."""
+    def step_columns(
+        self, run: str, *, after: int | None = None, launch: int | None = None
+    ) -> StepColumns:
+        """The steps of a launch of the run (default: the one `run` names, RUN or RUN@N)
+        after step `after`, as arrays for ledger.analyze."""
         with self._read() as (s, inv):
-            return compare.step_columns(s, lookup.run_row(s, inv, run).id, after)
+            run_id, named = launches.ids(s, inv, run)
+            return compare.step_columns(s, run_id, after, named if launch is None else launch)
 
     def add_event(
         self, run: str, kind: str, text: str, *, step: int | None = None
@@ -361,11 +371,15 @@ class Ledger:
             return runs.add_event(s, inv, run, kind, text, step)
 
     def record_watch(
-        self, run: str, state: MonitorState, outcome: str, summary: str, against: str | None
-    ) -> records.StoredComparison:
-        """Keep a decision of `ledger watch` as a comparison row (kind 'watch')."""
+        self, run: str, state: MonitorState, outcome: str, summary: str, against: str | None,
+        launch: int | None = None,
+    ) -> records.StoredComparison:  # fmt: skip
+        """Keep a decision of `ledger watch` on a launch of `run` as a comparison row (kind
+        'watch')."""
         with self._write() as (s, inv):
-            return compare.watch_decision(s, inv, run, against, state, outcome, summary)
+            found = compare.watch_decision(s, inv, run, against, state, outcome, summary)
+            launches.mark_comparison(s, inv, found.id, run, against, launch)
+            return found
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -393,9 +407,11 @@ class Ledger:
         progress: ingest.Progress | None = None,
         stall_after: float = STALL_AFTER_S,
         cache: ingest.PrefixCache | None = None,
+        fresh: bool = False,
     ) -> records.IngestResult:
         """Read what is new in a log (or a trainer_state.json) into `run` (default: named
-        after the file); `cache` is what `follow` keeps between looks."""
+        after the file); `cache` is what `follow` keeps between looks; `fresh`: the output
+        of a command ledger ran itself (never refused as a copy of another run's log)."""
         file = Path(path)
         ingest.check_readable(file)
         name = run or ingest.run_name_for(file)
@@ -404,8 +420,9 @@ class Ledger:
                 return trainer_state.ingest(s, inv, file, name)
         with self._write() as (s, inv):
             request = ingest.LogRequest(
-                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache
-            )
+                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache,
+                fresh,
+            )  # fmt: skip
             return ingest.read_log(s, inv, file, name, request)
 
     def import_runs(
@@ -471,8 +488,9 @@ class Ledger:
         from ledger.analyze import DEFAULT_THRESHOLD, analyze_run
 
         with self._read() as (s, inv):
-            row = lookup.run_row(s, inv, run)
-            columns, unit = compare.step_columns(s, row.id), row.throughput_unit
+            named = launches.find(s, inv, run)
+            row = named.run
+            columns, unit = compare.step_columns(s, row.id, None, named.launch), row.throughput_unit
             if baseline is None:
                 baseline = compare.baseline(s, self.investigation_name).value
         limit = DEFAULT_THRESHOLD if threshold is None else threshold
@@ -503,12 +521,13 @@ class Ledger:
         with self._read() as (s, inv):
             if resolve is not None:
                 hypotheses.get(s, inv, resolve)  # fail before the work when it does not exist
-            rows = [lookup.run_row(s, inv, name) for name in names]  # unknown names fail here
-            units = [row.throughput_unit for row in rows]
-            fates = {row.name: (row.fate, row.fate_reason) for row in rows}
+            named = [launches.find(s, inv, name) for name in names]  # unknown names fail here
+            units = [n.run.throughput_unit for n in named]
+            fates = {n.label: launches.fate_and_reason(s, n.run, n.launch) for n in named}
             chosen = compare.override(compare.baseline(s, self.investigation_name), baseline, units)
             data = [
-                (row.name, compare.step_columns(s, row.id), row.throughput_unit) for row in rows
+                (n.label, compare.step_columns(s, n.run.id, None, n.launch), n.run.throughput_unit)
+                for n in named
             ]
             pairs = why.compared(s, inv, self.investigation_name, data)
         report = compare.analysed(data, fates, chosen, threshold, alpha, plot)  # no session
@@ -556,51 +575,8 @@ class Ledger:
         check_format(out)  # before any work
         return write_report(self.report_data(runs, threshold=threshold), out)
 
-    # -- the torch hook ------------------------------------------------------------------
-
-    def start_metered_run(
-        self, run: str, *, host: str | None, command: str | None, launched_at: datetime
-    ) -> records.MeteredRun:
-        """Create the run if needed and mark it running, for a StepMeter (see store.meter)."""
-
-        def start() -> records.MeteredRun:
-            with self._write() as (s, inv):
-                return meter.start_run(
-                    s, inv, run, host=host, command=command, launched_at=launched_at
-                )
-
-        return meter.retry_race(start)
-
-    def write_meter_batch(
-        self,
-        run_id: int,
-        rows: Sequence[Mapping[str, Any]],
-        *,
-        metrics: Iterable[tuple[int, int, str, Any]] = (),
-        dropped: int = 0,
-        cost_us: float | None = None,
-        fates: Sequence[FateChange] = (),
-        config: Mapping[str, str] | None = None,
-        gpus: Sequence[Mapping[str, Any]] = (),
-    ) -> StepWrite:
-        """One transaction of a StepMeter's writer: steps, metrics, drop count, cost, the
-        run's configuration, GPU samples, fates."""
-        with self._write() as (s, _):
-            return meter.write_batch(
-                s.connection(), run_id, rows, metrics=metrics, dropped=dropped,
-                cost_us=cost_us, fates=fates, config=config, gpus=gpus,
-            )  # fmt: skip
-
-    def meter_summary(self, run: str) -> records.MeterSummary:
-        with self._read() as (s, inv):
-            return meter.summary(s, inv, run)
-
     def live_reads(self) -> LiveReads:
         """Read-only reads for live views: downsampled steps, GPU samples, configuration."""
         from ledger.store.series import LiveReads
 
         return LiveReads(self.engine, self.location.url, self.investigation_name)
-
-    def run_id(self, run: str) -> int:
-        with self._read() as (s, inv):
-            return lookup.run_row(s, inv, run).id

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.config import DEFAULT_INVESTIGATION
 from ledger.db import models as m
+from ledger.db.types import utcnow
 from ledger.errors import NotFoundError
 from ledger.store import gate
 
@@ -79,7 +80,12 @@ def ensure_run(session: Session, inv: int, name: str) -> tuple[m.Run, bool]:
         return row, False
     created = insert_if_missing(session, m.Run, investigation_id=inv, name=name)
     query = select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name)
-    return session.scalars(query).one(), created
+    row = session.scalars(query).one()
+    if created:  # every run has its launch 1 (ledger.store.launches)
+        session.add(m.Launch(run_id=row.id, number=1, fate=row.fate or "unknown",
+                             started_at=utcnow()))  # fmt: skip
+        session.flush()
+    return row, created
 
 
 def hypothesis_row(session: Session, inv: int, hypothesis_id: int) -> m.Hypothesis:

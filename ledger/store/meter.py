@@ -24,7 +24,7 @@ from ledger.errors import LedgerError
 from ledger.model import records
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FAILED_FATES, IN_PROGRESS_FATES, Fate
-from ledger.store import gate
+from ledger.store import gate, launches
 from ledger.store.lookup import ensure_run, run_row
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter
@@ -81,13 +81,17 @@ def start_run(
     peer rank of this launch (which started or finished sooner): its failure stands, and
     its cost figure is kept.
     """
-    row, _ = ensure_run(session, inv, run)
+    row, created = ensure_run(session, inv, run)
+    if created:
+        launches.first_source(session, row, launches.HOOK)
     earlier_launch = row.ended_at is not None and row.ended_at < launched_at
     earlier_steps = False
     if earlier_launch:
         row.hook_cost_us = None  # the figure is this launch's
         any_step = select(m.Step.step).where(m.Step.run_id == row.id).limit(1)
         earlier_steps = session.scalar(any_step) is not None
+        # A launch of its own: the earlier one's steps stay apart (ledger.store.launches).
+        launches.begin(session, row, launches.HOOK, command)
     if earlier_launch or row.fate not in FAILED_FATES:
         row.fate = Fate.RUNNING
         row.fate_reason = None
@@ -198,8 +202,10 @@ def _apply_fate(conn: Connection, run_id: int, change: FateChange) -> None:
     values: dict[str, Any] = {"fate": change.fate, "fate_reason": change.reason or None}
     if change.ended:
         values["ended_at"] = utcnow()
-    conn.execute(
+    done = conn.execute(
         update(run)
         .where(run.c.id == run_id, run.c.fate.in_(REPLACES[change.fate]))
         .values(**gate.clean_values("run", values))
     )
+    if done.rowcount:
+        launches.mirror_run_fate(conn, run_id)

@@ -9,17 +9,17 @@ from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.terms import EVENT_KINDS, FATES, EventKind
-from ledger.store import deploys
+from ledger.store import deploys, launches
 from ledger.store.fixes import patch_record
 from ledger.store.lookup import count, run_row
+from ledger.store.steps import latest_launch
 
 
 def set_fate(session: Session, inv: int, run: str, fate: str, reason: str | None) -> None:
     if fate not in FATES:
         raise UsageError(f"a fate is one of {', '.join(FATES)}, not {fate!r}")
     row = run_row(session, inv, run)
-    row.fate = fate
-    row.fate_reason = reason or None
+    launches.set_fate(session, row, latest_launch(session.connection(), row.id), fate, reason)
 
 
 def ordered(session: Session, inv: int) -> list[m.Run]:
@@ -27,21 +27,23 @@ def ordered(session: Session, inv: int) -> list[m.Run]:
     return list(session.scalars(query).all())
 
 
-def step_counts(session: Session, run_id: int) -> tuple[int, int, int | None]:
-    """(distinct steps, distinct ranks, last step) of a run."""
+def step_counts(
+    session: Session, run_id: int, launch: int | None = None
+) -> tuple[int, int, int | None]:
+    """(distinct steps, distinct ranks, last step) of a launch of a run (default: its latest)."""
+    if launch is None:
+        launch = latest_launch(session.connection(), run_id)
+    where = (m.Step.run_id == run_id, m.Step.launch == launch)
     steps, last = session.execute(
-        select(func.count(func.distinct(m.Step.step)), func.max(m.Step.step)).where(
-            m.Step.run_id == run_id
-        )
+        select(func.count(func.distinct(m.Step.step)), func.max(m.Step.step)).where(*where)
     ).one()
-    ranks = session.scalar(
-        select(func.count(func.distinct(m.Step.rank))).where(m.Step.run_id == run_id)
-    )
+    ranks = session.scalar(select(func.count(func.distinct(m.Step.rank))).where(*where))
     return int(steps or 0), int(ranks or 0), last
 
 
 def summary(session: Session, row: m.Run) -> records.RunSummary:
-    steps, ranks, last = step_counts(session, row.id)
+    launch = latest_launch(session.connection(), row.id)
+    steps, ranks, last = step_counts(session, row.id, launch)
     hypothesis_id = None
     if row.patch_id is not None:
         hypothesis_id = session.scalar(
@@ -67,6 +69,7 @@ def summary(session: Session, row: m.Run) -> records.RunSummary:
         log_files=count(session, m.LogFile, m.LogFile.run_id == row.id),
         probes=count(session, m.Probe, m.Probe.run_id == row.id),
         created_at=row.created_at,
+        launch=launch,
     )
 
 
@@ -78,7 +81,8 @@ def detail(session: Session, row: m.Run) -> records.RunDetail:
         hypothesis = records.from_row(
             records.Hypothesis, session.get_one(m.Hypothesis, patch.hypothesis_id)
         )
-    steps, ranks, last = step_counts(session, row.id)
+    launch = latest_launch(session.connection(), row.id)
+    steps, ranks, last = step_counts(session, row.id, launch)
     logs = session.scalars(
         select(m.LogFile).where(m.LogFile.run_id == row.id).order_by(m.LogFile.id)
     ).all()
@@ -97,9 +101,27 @@ def detail(session: Session, row: m.Run) -> records.RunDetail:
         deploy_steps=deploys.steps_of(session, row.id, row.name),
         log_files=[records.from_row(records.LogFile, f) for f in logs],
         probes=[probe_record(session, p) for p in probes],
-        events=notable_events(session, row.id, {f.id: f.path for f in logs}),
-        event_counts=event_counts(session, row.id),
+        events=notable_events(session, row.id, {f.id: f.path for f in logs}, launch=launch),
+        event_counts=event_counts(session, row.id, launch),
+        launch=launch,
+        launches=launches.detailed(session, row),
+        decision=last_decision(session, row),
     )
+
+
+def last_decision(session: Session, row: m.Run) -> records.StoredComparison | None:
+    """The last verdict of watch or compare on the run (as run b)."""
+    found = session.scalar(
+        select(m.Comparison)
+        .where(m.Comparison.run_b_id == row.id)
+        .order_by(m.Comparison.created_at.desc(), m.Comparison.id.desc())
+        .limit(1)
+    )
+    if found is None:
+        return None
+    from ledger.store.compare import stored_record
+
+    return stored_record(session, found)
 
 
 NOTABLE = (
@@ -109,10 +131,13 @@ NOTABLE = (
 NOTABLE_SHOWN = 50
 
 
-def event_counts(session: Session, run_id: int) -> dict[str, int]:
+def event_counts(session: Session, run_id: int, launch: int | None = None) -> dict[str, int]:
+    """Events of each kind of a launch of the run (default: its latest)."""
+    if launch is None:
+        launch = latest_launch(session.connection(), run_id)
     rows = session.execute(
         select(m.LogEvent.kind, func.count())
-        .where(m.LogEvent.run_id == run_id)
+        .where(m.LogEvent.run_id == run_id, m.LogEvent.launch == launch)
         .group_by(m.LogEvent.kind)
         .order_by(m.LogEvent.kind)
     ).all()
@@ -120,12 +145,23 @@ def event_counts(session: Session, run_id: int) -> dict[str, int]:
 
 
 def notable_events(
-    session: Session, run_id: int, log_paths: dict[int, str], limit: int = NOTABLE_SHOWN
+    session: Session,
+    run_id: int,
+    log_paths: dict[int, str],
+    limit: int = NOTABLE_SHOWN,
+    launch: int | None = None,
 ) -> list[records.Event]:
-    """The run's last `limit` OOMs, NCCL failures, recompiles, tracebacks… in order."""
+    """The last `limit` OOMs, NCCL failures, recompiles, tracebacks… of a launch of the run
+    (default: its latest) in order."""
+    if launch is None:
+        launch = latest_launch(session.connection(), run_id)
     rows = session.scalars(
         select(m.LogEvent)
-        .where(m.LogEvent.run_id == run_id, m.LogEvent.kind.in_(NOTABLE))
+        .where(
+            m.LogEvent.run_id == run_id,
+            m.LogEvent.launch == launch,
+            m.LogEvent.kind.in_(NOTABLE),
+        )
         .order_by(m.LogEvent.id.desc())
         .limit(limit)
     ).all()
@@ -152,12 +188,17 @@ def probe_record(session: Session, probe: m.Probe) -> records.Probe:
 
 
 def add_event(
-    session: Session, inv: int, run: str, kind: str, text: str, step: int | None
-) -> records.Event:
+    session: Session, inv: int, run: str, kind: str, text: str, step: int | None,
+    launch: int | None = None,
+) -> records.Event:  # fmt: skip
     """An event that no log line holds: a stall `watch` saw, a decision it took."""
     if kind not in EVENT_KINDS:
         raise UsageError(f"an event kind is one of {', '.join(EVENT_KINDS)}, not {kind!r}")
-    row = m.LogEvent(run_id=run_row(session, inv, run).id, kind=kind, text=text, step=step)
+    run_id = run_row(session, inv, run).id
+    row = m.LogEvent(
+        run_id=run_id, kind=kind, text=text, step=step,
+        launch=latest_launch(session.connection(), run_id) if launch is None else launch,
+    )  # fmt: skip
     session.add(row)
     session.flush()
     return event_record(row, {})

@@ -26,7 +26,7 @@ from ledger.db import models as m
 from ledger.db.engine import session_scope, translate_errors
 from ledger.model.records import from_row
 from ledger.model.series import ConfigItem, Downsampled, Envelope, GpuReading, RunConfiguration
-from ledger.store import lookup
+from ledger.store import launches, lookup
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.steps import column_counts, placeholder, rank_bounds
 
@@ -81,7 +81,9 @@ class LiveReads:
             ).one()
             per_run = conn.exec_driver_sql(
                 "SELECT r.id, r.fate, r.started_at, r.ended_at, "
-                "(SELECT max(s.step) FROM step s WHERE s.run_id = r.id AND s.rank = "
+                "(SELECT max(number) FROM launch l WHERE l.run_id = r.id), "
+                "(SELECT max(s.step) FROM step s WHERE s.run_id = r.id AND s.launch = "
+                "(SELECT max(u.launch) FROM step u WHERE u.run_id = r.id) AND s.rank = "
                 "(SELECT min(t.rank) FROM step t WHERE t.run_id = r.id)) "
                 f"FROM run r WHERE r.investigation_id = {mark} ORDER BY r.id",
                 (inv,),
@@ -105,9 +107,10 @@ class LiveReads:
         width = max(1, min(int(width), MAX_WIDTH))
         with self._read() as (s, inv):
             conn = s.connection()
-            run_id = lookup.run_id(s, inv, run)
-            bounds = step_bounds(conn, run_id)
-            key = (run_id, width, tuple(columns), first, last)
+            named = launches.find(s, inv, run)  # RUN (its latest launch) or RUN@N
+            run_id, launch = named.run.id, named.launch
+            bounds = step_bounds(conn, run_id, launch)
+            key = (run_id, launch, width, tuple(columns), first, last)
             with self._lock:
                 kept = self._kept.get(key)
             if kept is not None and kept[0] == bounds:
@@ -118,8 +121,11 @@ class LiveReads:
             if low is None or high is None or high < low:
                 return Downsampled(run, width, run_first, run_last, 0, 0, [], {})
             mark = placeholder(conn.dialect.name)
-            ranged = f"FROM step WHERE run_id = {mark} AND step BETWEEN {mark} AND {mark}"
-            params = (run_id, low, high)
+            ranged = (
+                f"FROM step WHERE run_id = {mark} AND launch = {mark} "
+                f"AND step BETWEEN {mark} AND {mark}"
+            )
+            params = (run_id, launch, low, high)
             # one read of every column (a count of which hold values would be a second scan)
             table = fetch_floats(
                 conn, ("rank", "step", *columns), f"{ranged} ORDER BY rank, step", params,
@@ -164,26 +170,27 @@ class LiveReads:
         return RunConfiguration(run, reference, items, missing)
 
 
-def step_bounds(conn: Connection, run_id: int) -> tuple[Any, Any, Any, Any]:
-    """(lowest rank, highest rank, first step, last step) of a run, from the ends of the
-    primary key (run_id, rank, step), one aggregate a subquery (SQLite reads an end of the
-    index for each, not the range); a scan only for a run of very many ranks."""
-    low, high = rank_bounds(conn, run_id)
+def step_bounds(conn: Connection, run_id: int, launch: int) -> tuple[Any, Any, Any, Any]:
+    """(lowest rank, highest rank, first step, last step) of a launch, from the ends of the
+    primary key (run_id, launch, rank, step), one aggregate a subquery (SQLite reads an end
+    of the index for each, not the range); a scan only for a run of very many ranks."""
+    low, high = rank_bounds(conn, run_id, launch)
     mark = placeholder(conn.dialect.name)
     if low is None or high is None:
         return None, None, None, None
     if high - low >= PER_RANK_LIMIT:
         _, _, first, last = column_counts(
-            conn, f"FROM step WHERE run_id = {mark}", (run_id,), ("step",)
-        )
+            conn, f"FROM step WHERE run_id = {mark} AND launch = {mark}", (run_id, launch),
+            ("step",),
+        )  # fmt: skip
         return low, high, first, last
     ranks = range(low, high + 1)
     ends = ", ".join(
-        f"(SELECT {f}(step) FROM step WHERE run_id = {mark} AND rank = {mark})"
+        f"(SELECT {f}(step) FROM step WHERE run_id = {mark} AND launch = {mark} AND rank = {mark})"
         for _ in ranks
         for f in ("min", "max")
     )
-    params = tuple(v for rank in ranks for v in (run_id, rank, run_id, rank))
+    params = tuple(v for rank in ranks for v in (run_id, launch, rank, run_id, launch, rank))
     row = conn.exec_driver_sql(f"SELECT {ends}", params).one()
     firsts = [v for v in row[0::2] if v is not None]
     lasts = [v for v in row[1::2] if v is not None]

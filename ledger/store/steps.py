@@ -57,7 +57,8 @@ class StepWriter:
     """Writes one run's step and metric rows on an open connection (inside its transaction).
 
     `columns` names the values that follow (rank, step) in each step tuple; `log_file_id`
-    marks the rows as read from that log (NULL: the hook or the API).
+    marks the rows as read from that log (NULL: the hook or the API); `launch` is the
+    launch of the run they belong to (ledger.store.launches; default: the latest).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class StepWriter:
         *,
         log_file_id: int | None = None,
         columns: Sequence[str] = STEP_COLUMNS,
+        launch: int | None = None,
     ) -> None:
         unknown = [c for c in columns if c not in STEP_COLUMNS]
         if unknown:
@@ -75,8 +77,11 @@ class StepWriter:
         self.sqlite = conn.dialect.name == "sqlite"
         # The run and the log are the same for every row: written into the statement as
         # numbers (they are ints from the database), so each row binds only its own values.
+        if launch is None:
+            launch = latest_launch(conn, run_id)
         self.constants = (
             str(int(run_id)),
+            str(int(launch)),
             "NULL" if log_file_id is None else str(int(log_file_id)),
         )
         self.columns = tuple(columns)
@@ -89,7 +94,7 @@ class StepWriter:
         key = (table, *columns)
         sql = self._statements.get(key)
         if sql is None:
-            names = ("run_id", "log_file_id", *KEY, *columns)
+            names = ("run_id", "launch", "log_file_id", *KEY, *columns)
             sql = self._statements[key] = insert_statement(
                 self.conn.dialect.name, table, names, constants=self.constants
             )
@@ -134,9 +139,10 @@ class StepWriter:
             return 0, report
         mark = placeholder(self.conn.dialect.name)
         sets = ", ".join(f'"{c}" = COALESCE("{c}", {mark})' for c in self.columns)
-        log = "IS NULL" if self.constants[1] == "NULL" else f"= {self.constants[1]}"
+        run_id, launch, log_file = self.constants
+        log = "IS NULL" if log_file == "NULL" else f"= {log_file}"
         sql = (
-            f'UPDATE "step" SET {sets} WHERE run_id = {self.constants[0]} '
+            f'UPDATE "step" SET {sets} WHERE run_id = {run_id} AND launch = {launch} '
             f"AND log_file_id {log} AND rank = {mark} AND step = {mark}"
         )
         self.conn.exec_driver_sql(sql, [(*r[2:], r[0], r[1]) for r in params])
@@ -264,7 +270,8 @@ class StepWriter:
         assert driver is not None  # an open connection always has one
         ids = (
             int(self.constants[0]),
-            None if self.constants[1] == "NULL" else int(self.constants[1]),
+            int(self.constants[1]),
+            None if self.constants[2] == "NULL" else int(self.constants[2]),
         )
         names = ", ".join(f'"{c}"' for c in columns)
         try:
@@ -457,14 +464,24 @@ def column_counts(
     return held, int(rows), first, last
 
 
-def rank_bounds(conn: Connection, run_id: int) -> tuple[int | None, int | None]:
+def rank_bounds(conn: Connection, run_id: int, launch: int) -> tuple[int | None, int | None]:
     mark = placeholder(conn.dialect.name)
-    where = f"FROM step WHERE run_id = {mark}"
+    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
     # one aggregate per subquery: SQLite then reads each end of the key, not the range
     low, high = conn.exec_driver_sql(
-        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})", (run_id, run_id)
+        f"SELECT (SELECT min(rank) {where}), (SELECT max(rank) {where})",
+        (run_id, launch, run_id, launch),
     ).one()
     return low, high
+
+
+def latest_launch(conn: Connection, run_id: int) -> int:
+    """The run's latest launch number (1 when it has no launch row): see store.launches."""
+    mark = placeholder(conn.dialect.name)
+    top = conn.exec_driver_sql(
+        f"SELECT max(number) FROM launch WHERE run_id = {mark}", (run_id,)
+    ).scalar()
+    return int(top) if top is not None else 1
 
 
 def float_column(series: pd.Series) -> pd.Series:

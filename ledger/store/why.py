@@ -22,10 +22,9 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.errors import UsageError
-from ledger.store import compare
+from ledger.store import compare, launches
 from ledger.store.columnar import fetch_floats
 from ledger.store.deploys import split_flags
-from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
@@ -75,16 +74,21 @@ def gather(
     """What `why` reads for `run` against `against` (None: the default reference);
     `columns`: steps already read, by run name."""
     columns = columns or {}
-    row = run_row(session, inv, run)
+    named = launches.find(session, inv, run)  # RUN (its latest launch) or RUN@N
+    row = named.run
     if against is not None and against == run:
         raise UsageError(f"a run cannot be explained against itself ({run!r}); name another")
-    ref_row = run_row(session, inv, against) if against is not None else best_run(session, inv, row)
+    ref = launches.find(session, inv, against) if against is not None else None
+    ref_row = ref.run if ref is not None else best_run(session, inv, row)
     baseline = None
     if ref_row is None:
         baseline = compare.baseline(session, investigation).value
+    ref_label = ref.label if ref is not None else ref_row.name if ref_row is not None else ""
     return Gathered(
-        run=evidence(session, row, columns.get(row.name)),
-        ref=evidence(session, ref_row, columns.get(ref_row.name)) if ref_row is not None else None,
+        run=evidence(session, row, columns.get(named.label), named),
+        ref=evidence(session, ref_row, columns.get(ref_label), ref)
+        if ref_row is not None
+        else None,
         changes=tuple(changes_between(session, ref_row, row)),
         baseline=baseline,
     )
@@ -160,19 +164,29 @@ def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:
     return session.get_one(m.Run, best[1]) if best is not None else None
 
 
-def evidence(session: Session, row: m.Run, columns: StepColumns | None = None) -> RunEvidence:
-    """What `why` reads of one run (`columns`: its steps, when already read)."""
+def evidence(
+    session: Session,
+    row: m.Run,
+    columns: StepColumns | None = None,
+    named: launches.Named | None = None,
+) -> RunEvidence:
+    """What `why` reads of one launch of a run (`named`; default its latest; `columns`: its
+    steps, when already read)."""
     from ledger.analyze.diagnose.evidence import RunEvidence
 
-    has_steps = session.scalar(select(m.Step.step).where(m.Step.run_id == row.id).limit(1))
+    launch = named.launch if named is not None else launches.latest(session.connection(), row.id)
+    has_steps = session.scalar(
+        select(m.Step.step).where(m.Step.run_id == row.id, m.Step.launch == launch).limit(1)
+    )
     if columns is None and has_steps is not None:
-        columns = compare.step_columns(session, row.id)
-    events, counts = _events(session, row.id)
+        columns = compare.step_columns(session, row.id, None, launch)
+    events, counts = _events(session, row.id, launch)
+    fate, reason = launches.fate_and_reason(session, row, launch)
     return RunEvidence(
-        name=row.name,
+        name=named.label if named is not None else row.name,
         id=row.id,
-        fate=row.fate,
-        fate_reason=row.fate_reason,
+        fate=fate,
+        fate_reason=reason,
         unit=row.throughput_unit,
         columns=columns,
         memory=_memory(session, row.id) if has_steps is not None else None,
@@ -219,14 +233,16 @@ def _metrics(session: Session, run_id: int) -> dict[str, tuple[np.ndarray, np.nd
     return out
 
 
-def _events(session: Session, run_id: int) -> tuple[tuple[EventRow, ...], dict[str, int]]:
+def _events(
+    session: Session, run_id: int, launch: int
+) -> tuple[tuple[EventRow, ...], dict[str, int]]:
     from ledger.analyze.diagnose.evidence import EventRow
 
     counts = {
         kind: int(n)
         for kind, n in session.execute(
             select(m.LogEvent.kind, func.count(m.LogEvent.id))
-            .where(m.LogEvent.run_id == run_id)
+            .where(m.LogEvent.run_id == run_id, m.LogEvent.launch == launch)
             .group_by(m.LogEvent.kind)
         ).all()
     }
@@ -236,7 +252,11 @@ def _events(session: Session, run_id: int) -> tuple[tuple[EventRow, ...], dict[s
             rows.extend(
                 session.scalars(
                     select(m.LogEvent)
-                    .where(m.LogEvent.run_id == run_id, m.LogEvent.kind == kind)
+                    .where(
+                        m.LogEvent.run_id == run_id,
+                        m.LogEvent.launch == launch,
+                        m.LogEvent.kind == kind,
+                    )
                     .order_by(m.LogEvent.id.desc())
                     .limit(EVENTS_KEPT)
                 ).all()

@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import UsageError
-from ledger.model.records import WatchUpdate
+from ledger.watch.codes import ERROR, EXIT_CODES, OUTCOMES
 
 if TYPE_CHECKING:
     from ledger.model.analysis import Reference
     from ledger.store import Ledger
+    from ledger.watch.watcher import Watcher
 
-# What `ledger watch` exits with, by outcome (2 is a usage error, 130 an interrupt).
-EXIT_CODES = {
-    "same": 0,
-    "improvement": 0,
-    "regression": 1,
-    "failed": 3,
-    "stalled": 4,
-    "undecided": 5,
-}
-
-__all__ = ["EXIT_CODES", "watch"]
+__all__ = ["ERROR", "EXIT_CODES", "OUTCOMES", "watch"]
 
 
 def watch(
@@ -48,16 +40,37 @@ def watch(
     interval: float = 0.25,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[WatchUpdate]:
+    stop_on: Iterable[str] = (),
+) -> Watcher:
     """Follow `run` — its log file, a command's output, or (with neither) its rows in the
-    ledger — against the investigation's baseline or the run `against`; yields an update
-    at every look, the last one with the result."""
+    ledger — against the investigation's baseline or the run `against`; iterating the
+    watcher yields an update at every look, the last one with the result.
+
+    A command or a log the run's latest launch has not read yet is a new launch of the run
+    (RUN@N; the run is made when its first output arrives): only what it produces is
+    judged. A command that is a trainer (not a viewer such as `ssh host tail -F log`) is
+    never stopped because watch decided, unless its outcome is in `stop_on`."""
     from ledger.watch.sources import CommandSource, LogSource, RowSource, Source, stream_path
     from ledger.watch.watcher import Watcher
 
     if log is not None and command:
         raise UsageError("follow a log or a command's output, not both")
+    stops = frozenset(stop_on)
+    unknown = sorted(stops - set(OUTCOMES))
+    if unknown:
+        raise UsageError(f"--stop-on takes {', '.join(OUTCOMES)}, not {unknown[0]!r}")
+    from ledger.store.launches import split_name
+
+    name, number = split_name(run)
+    if number is not None and run not in lg.run_names():
+        raise UsageError(
+            f"watch follows a run by its name ({name}): each source it follows is a launch of "
+            f"it of its own; RUN@N names an earlier launch for --against, compare and why"
+        )
+    if against is not None and against == run:
+        raise UsageError(f"a run cannot be watched against itself ({run!r}); name another")
     reference = _reference(lg, against)
+    launch = _launch(lg, run, log, command)
     source: Source
     if command:
         source = CommandSource(lg, command, run, stream_path(lg, run))
@@ -65,12 +78,30 @@ def watch(
         source = LogSource(lg, log, run)
     else:
         source = RowSource(lg, run)
-    watcher = Watcher(
+    return Watcher(
         lg, run, source, reference, against=against, threshold=0.02 if threshold is None else
         threshold, stall_after=stall_after, timeout=timeout, interval=interval, clock=clock,
-        sleep=sleep,
+        sleep=sleep, launch=launch, stop_on=stops,
     )  # fmt: skip
-    return watcher.updates()
+
+
+def _launch(
+    lg: Ledger, run: str, log: str | os.PathLike[str] | None, command: Sequence[str] | None
+) -> int | None:
+    """The launch this watch judges: a new one for a command, or for a log the run's
+    latest launch has not read (None: the run does not exist yet; its first launch comes
+    with its first output); the latest for a log it is reading, or for the run's rows."""
+    import shlex
+
+    if run not in lg.run_names():
+        return None
+    if command:
+        return lg.begin_launch(run, "watch", shlex.join(command)).number
+    if log is not None:
+        known = {f.path for f in lg.show(run).log_files if f.launch == lg.run_summary(run).launch}
+        if str(Path(log).resolve()) not in known:
+            return lg.begin_launch(run, "watch").number
+    return None
 
 
 def _reference(lg: Ledger, against: str | None) -> Reference:

@@ -30,13 +30,15 @@ def look(
     patterns: Sequence[str] = (),
     tokens_per_step: float | None = None,
     stall_after: float = STALL_AFTER_S,
+    fresh: bool = False,
 ) -> records.IngestResult | None:
     """One look at the log: what it added, or None while there is no training output to
-    read yet (the file does not exist, or holds nothing a trainer printed)."""
+    read yet (the file does not exist, or holds nothing a trainer printed). `fresh`: the
+    output of a command watch runs (never taken for a copy of another run's log)."""
     try:
         return lg.ingest(
             path, run, patterns=patterns, tokens_per_step=tokens_per_step,
-            stall_after=stall_after, cache=cache,
+            stall_after=stall_after, cache=cache, fresh=fresh,
         )  # fmt: skip
     except (NoTrainingOutput, InputFileError) as exc:
         if isinstance(exc, InputFileError) and Path(path).exists():

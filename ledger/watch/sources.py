@@ -9,6 +9,8 @@ so a later ingest of the same file adds nothing.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -37,6 +39,7 @@ class Look:
     note: str | None = None  # worth saying once: the run was made, the log was replaced
     ended: bool = False  # the source will say no more (the command exited)
     exit_code: int | None = None
+    launch: int | None = None  # the launch what it read went into; None: not known yet
 
 
 class Source(Protocol):
@@ -45,12 +48,18 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+# How long a stopped command has after SIGTERM before SIGKILL.
+GRACE_S = 5.0
+
+
 class LogSource:
     """A log file, followed as it grows (waited for until it appears; a truncated or
     replaced file is noticed and read again)."""
 
-    def __init__(self, lg: Ledger, path: str | os.PathLike[str], run: str) -> None:
-        self.lg, self.path, self.run = lg, Path(path), run
+    def __init__(
+        self, lg: Ledger, path: str | os.PathLike[str], run: str, *, fresh: bool = False
+    ) -> None:
+        self.lg, self.path, self.run, self.fresh = lg, Path(path), run, fresh
         self.cache = PrefixCache()
         self._seen: tuple[int, int] | None = None  # (size, mtime) at the last look
 
@@ -62,16 +71,20 @@ class LogSource:
             now = None
         grew = now is not None and now != self._seen
         self._seen = now
-        result = ingest_look(self.lg, self.path, self.run, self.cache)
+        result = ingest_look(self.lg, self.path, self.run, self.cache, fresh=self.fresh)
         if result is None:
             return Look(grew, None, None, None)
         note = None
         if result.run_created:
             note = f"new run {result.run!r}, from {self.path}"
         elif result.reset:
-            note = f"{self.path} was {result.reset}: read again from the start"
+            note = (
+                f"{self.path} was {result.reset}: read again from the start, as launch "
+                f"{result.launch} of {result.run}"
+            )
         progress = result.summary.get("progress") if isinstance(result.summary, dict) else None
-        return Look(grew, result.fate, result.fate_reason, progress, note)
+        fate = result.launch_fate or result.fate
+        return Look(grew, fate, result.fate_reason, progress, note, launch=result.launch)
 
     def close(self) -> None:
         """A file needs no closing."""
@@ -82,8 +95,12 @@ class CommandSource:
     the training command itself): written to `stream` as it comes, and read from there."""
 
     def __init__(self, lg: Ledger, argv: Sequence[str], run: str, stream: Path) -> None:
+        from ledger.watch.roles import role
+
         stream.parent.mkdir(parents=True, exist_ok=True)
         self.stream = stream
+        self.role = role(argv)
+        self.stopped = False  # watch stopped it (a viewer at the end, --stop-on)
         self._out: IO[bytes] = stream.open("ab")
         try:
             self.process = subprocess.Popen(
@@ -96,23 +113,45 @@ class CommandSource:
         except OSError as exc:
             self._out.close()
             raise CommandError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
-        self.logs = LogSource(lg, stream, run)
+        self.logs = LogSource(lg, stream, run, fresh=True)
+
+    @property
+    def is_trainer(self) -> bool:
+        return self.role == "trainer"
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
 
     def look(self) -> Look:
         code = self.process.poll()  # first: output written before it exited is then read
         seen = self.logs.look()
         if code is None:
             return seen
-        return Look(seen.grew, seen.fate, seen.reason, seen.progress, seen.note, True, code)
+        return dataclasses.replace(seen, ended=True, exit_code=code)
+
+    def stop(self, grace: float = GRACE_S) -> None:
+        """Stop the command and everything it started: its process group gets SIGTERM,
+        then SIGKILL after `grace` seconds."""
+        if self.process.poll() is not None:
+            return
+        self.stopped = True
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=grace)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+        """A viewer is stopped; a trainer still running is left running (watch never ends a
+        training command on its own: see ledger.watch.roles), its output still going to
+        the stream file."""
+        if not self.is_trainer:
+            self.stop()
         self._out.close()
 
 
@@ -121,20 +160,20 @@ class RowSource:
 
     def __init__(self, lg: Ledger, run: str) -> None:
         self.lg, self.run = lg, run
-        self._seen: tuple[int, int | None] | None = None
+        self._seen: tuple[int, int, int | None] | None = None
 
     def look(self) -> Look:
         try:
             summary = self.lg.run_summary(self.run)
         except NotFoundError:
             return Look(False, None, None, None)
-        now = (summary.steps, summary.last_step)
+        now = (summary.launch, summary.steps, summary.last_step)
         grew = now != self._seen and summary.steps > 0
         self._seen = now
-        detail_reason = None
+        reason = None
         if grew or summary.fate not in ("running", "unknown", "loading"):
-            detail_reason = self.lg.show(self.run).fate_reason
-        return Look(grew, summary.fate, detail_reason, None)
+            reason = self.lg.launch_fate(self.run, summary.launch)[1]
+        return Look(grew, summary.fate, reason, None, launch=summary.launch)
 
     def close(self) -> None:
         """The rows stay in the ledger."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +31,13 @@ from ledger.errors import NotFoundError
 from ledger.model.analysis import MonitorState, Reference
 from ledger.model.records import WatchResult, WatchUpdate
 from ledger.model.terms import FAILED_FATES, Fate, Verdict
+from ledger.watch import endings
+from ledger.watch.codes import EXIT_CODES
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
     from ledger.store import Ledger
-    from ledger.watch.sources import Look, Source
+    from ledger.watch.sources import CommandSource, Look, Source
 
 # How long silence may last before the run counts as stalled, when --stall-after is not
 # given: while it waits or loads, shards can take minutes; once steps come, a multiple of
@@ -74,7 +76,8 @@ class Pace:
 
 
 class Watcher:
-    """One watch of one run (see the module's docstring); `updates()` drives it."""
+    """One watch of one launch of one run (see the module's docstring); iterate it (or
+    `updates()`) to drive it."""
 
     def __init__(
         self,
@@ -90,44 +93,71 @@ class Watcher:
         interval: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        launch: int | None = None,
+        stop_on: frozenset[str] = frozenset(),
     ) -> None:
         self.lg, self.run, self.source = lg, run, source
         self.against = against
+        self.threshold = threshold
         self.monitor = SequentialMonitor(reference, threshold=threshold)
         self.stall_after, self.timeout, self.interval = stall_after, timeout, interval
         self.clock, self.sleep = clock, sleep
         self.fed_to: int | None = None  # the last step given to the monitor
         self.held: StepColumns | None = None  # the newest step, until it is complete
         self.pace = Pace()
+        self.launch = launch  # the launch judged; None: the run's latest, once it shows
+        self.stop_on = stop_on
+        self.said: str | None = None  # what watch left behind, said when it was interrupted
+        self._last: Look | None = None
+        self._closed = False
 
-    def updates(self) -> Iterator[WatchUpdate]:
+    def __iter__(self) -> Iterator[WatchUpdate]:
+        return self.updates()
+
+    @property
+    def command(self) -> CommandSource | None:
+        from ledger.watch.sources import CommandSource
+
+        return self.source if isinstance(self.source, CommandSource) else None
+
+    def updates(self) -> Generator[WatchUpdate, None, None]:
         start = self.clock()
         quiet_since = start
         last: Look | None = None
+        decided: WatchResult | None = None
         try:
             while True:
                 look = self.source.look()
+                self._last = look
                 now = self.clock()
+                note = self._follow_launch(look)
                 new = self._feed(final=look.ended or (look.fate or "") in FAILED_FATES)
                 self.pace.saw(now, new)
                 if look.grew or new:
                     quiet_since = now
                 state = self.monitor.state() if self.monitor.rows else None
                 phase = _phase(look, state)
-                outcome, reason = self._outcome(look, state, phase, now - start, now - quiet_since)
+                said = note or (look.note if look.note and (last is None or look.note != last.note)
+                                else None)  # fmt: skip
                 update = WatchUpdate(
                     run=self.run,
-                    phase=phase if outcome is None else "done",
+                    phase=phase if decided is None else "attached",
                     elapsed_s=now - start,
                     steps=self.monitor.rows,
                     last_step=state.last_step if state else None,
                     loading=_loading(look.progress) if phase == "loading" else None,
                     monitor=state,
-                    note=look.note
-                    if look.note and (last is None or look.note != last.note)
-                    else None,
+                    note=said,
                 )
                 last = look
+                if decided is not None:  # with a trainer, after the decision: to its end
+                    if look.ended or quiet_since + self._stall_limit(phase, state) < now:
+                        yield self._done(self._after(update, decided, look, now - quiet_since))
+                        return
+                    yield update
+                    self.sleep(self.interval)
+                    continue
+                outcome, reason = self._outcome(look, state, phase, now - start, now - quiet_since)
                 if outcome is None:
                     yield update
                     self.sleep(self.interval)
@@ -137,11 +167,45 @@ class Watcher:
                     update = dataclasses.replace(
                         update, steps=self.monitor.rows, last_step=state.last_step, monitor=state
                     )
+                if outcome == STALLED:  # said after the held-back step counted: its true last
+                    reason = _stall_reason(now - quiet_since, self._stall_limit(phase, state),
+                                           state)  # fmt: skip
                 result = self._finish(outcome, reason, look, state, now - start)
-                yield dataclasses.replace(update, result=result)
+                command = self.command
+                if command is not None and command.is_trainer and command.running:
+                    if outcome in self.stop_on:
+                        yield dataclasses.replace(update, decision=result)
+                        yield self._done(self._stopped(update, result))
+                        return
+                    if outcome in _DECISIONS or outcome == FAILED:
+                        decided = result  # said now; watch stays until the trainer ends
+                        yield dataclasses.replace(update, decision=result)
+                        self.sleep(self.interval)
+                        continue
+                    result = self._left(result, look)
+                else:
+                    result = self._closed_source(result, look)
+                yield self._done(dataclasses.replace(update, phase="done", result=result))
                 return
+        except BaseException:  # Ctrl-C, SIGTERM (raised by the CLI), close(): say what is known
+            self._abandoned()
+            raise
         finally:
             self.source.close()
+
+    # -- launches --------------------------------------------------------------------------
+
+    def _follow_launch(self, look: Look) -> str | None:
+        """Judge only the launch the source shows: when it moves on to a new one (a log
+        replaced, a StepMeter started again), the monitor starts again with it."""
+        if look.launch is None or look.launch == self.launch:
+            return None
+        earlier, self.launch = self.launch, look.launch
+        if earlier is None:
+            return None
+        self.monitor = SequentialMonitor(self.monitor.reference, threshold=self.threshold)
+        self.fed_to, self.pace = None, Pace()
+        return f"{self.run}: launch {self.launch} began; it is judged on its own steps"
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -149,7 +213,7 @@ class Watcher:
         """Give the monitor the steps that arrived, each once it is complete: with several
         ranks a step is complete when a later one has come (or the run ended)."""
         try:
-            columns = self.lg.step_columns(self.run, after=self.fed_to)
+            columns = self.lg.step_columns(self.run, after=self.fed_to, launch=self.launch)
         except NotFoundError:
             return 0
         if len(columns) == 0:
@@ -181,8 +245,7 @@ class Watcher:
         # what arrived just after the last look is only seen at the next: silence counts
         # from one interval before the last growth seen, never less than the limit
         if quiet >= limit + self.interval:
-            where = f" (last step {state.last_step})" if state and state.last_step else ""
-            return STALLED, f"nothing new for {quiet:,.0f} s{where}; the limit is {limit:,.0f} s"
+            return STALLED, _stall_reason(quiet, limit, state)
         if self.timeout is not None and elapsed >= self.timeout:
             return UNDECIDED, f"no decision within {self.timeout:,.0f} s"
         return None, ""
@@ -204,15 +267,16 @@ class Watcher:
         """Store the decision, and say it as a WatchResult."""
         if outcome == STALLED and look.fate is not None:
             step = state.last_step if state else None
-            self.lg.set_fate(self.run, Fate.STALLED, reason)
+            self._set_fate(Fate.STALLED, reason)
             self.lg.add_event(self.run, "stall", f"ledger watch: {reason}", step=step)
         elif outcome != FAILED and state is not None and state.steady_steps:
             verdict = outcome if outcome != UNDECIDED else Verdict.UNDECIDED
-            self.lg.record_watch(self.run, state, verdict, reason, self.against)
+            self.lg.record_watch(self.run, state, verdict, reason, self.against, self.launch)
         ref = self.monitor.reference
         fate = look.fate or Fate.UNKNOWN
         if outcome == STALLED:
             fate = Fate.STALLED
+        command = self.command
         return WatchResult(
             run=self.run,
             outcome=outcome,
@@ -228,7 +292,157 @@ class Watcher:
             elapsed_s=elapsed,
             reason=reason,
             steady_from_step=state.steady_from_step if state else None,
+            launch=self.launch,
+            source=_source_kind(self.source),
+            role=command.role if command is not None else None,
+            exit_code=look.exit_code,
+            exit_status=EXIT_CODES[outcome],
+            pid=command.process.pid if command is not None else None,
         )
+
+    # -- how it ends -----------------------------------------------------------------------
+
+    def _set_fate(self, fate: str, reason: str | None, exit_code: int | None = None) -> None:
+        """The watched launch's fate (the run's too, while it is the latest)."""
+        self.lg.end_launch(self.run, self._launch(), fate, reason, exit_code=exit_code)
+
+    def _last_step(self) -> int | None:
+        """The last step stored, the one held back until complete included: what a fate's
+        reason says is the number `show` says."""
+        self._feed(final=True)
+        return self.monitor.state().last_step if self.monitor.rows else None
+
+    def _launch(self) -> int:
+        if self.launch is None:
+            self.launch = self.lg.run_summary(self.run).launch
+        return self.launch
+
+    def _after(
+        self, update: WatchUpdate, decided: WatchResult, look: Look, quiet: float
+    ) -> WatchUpdate:
+        """The trainer watch stayed with ended (or fell silent): its fate, then the result."""
+        if look.ended and look.exit_code is not None:
+            fate, reason = endings.from_exit(look.exit_code, look.fate, look.reason)
+            self._set_fate(fate, reason, look.exit_code)
+            late_failure = fate in FAILED_FATES and decided.outcome != FAILED
+            result = dataclasses.replace(
+                decided, fate=fate, exit_code=look.exit_code,
+                reason=decided.reason if not late_failure else f"{decided.reason}; then {reason}",
+                exit_status=EXIT_CODES[FAILED] if late_failure else decided.exit_status,
+            )  # fmt: skip
+            return dataclasses.replace(update, phase="done", result=result)
+        reason = f"the trainer printed nothing for {quiet:,.0f} s after the decision"
+        self._set_fate(Fate.STALLED, reason)
+        self.lg.add_event(self.run, "stall", f"ledger watch: {reason}", step=update.last_step)
+        result = dataclasses.replace(
+            decided, fate=Fate.STALLED, reason=f"{decided.reason}; {reason}"
+        )
+        if STALLED in self.stop_on:
+            return self._stopped(update, result)
+        return dataclasses.replace(update, phase="done", result=self._left(result, look))
+
+    def _stopped(self, update: WatchUpdate, result: WatchResult) -> WatchUpdate:
+        """--stop-on: the trainer is stopped (TERM, then KILL after a grace) because the
+        user asked for it at this outcome."""
+        command = self.command
+        assert command is not None  # only a command is stopped
+        command.stop()
+        look = command.look()  # what it printed while it stopped
+        reason = f"stopped by ledger watch --stop-on {result.outcome} ({result.reason})"
+        self._set_fate(Fate.KILLED, reason, look.exit_code)
+        done = dataclasses.replace(result, fate=Fate.KILLED, stopped=True, exit_code=look.exit_code)
+        return dataclasses.replace(update, phase="done", result=done)
+
+    def _left(self, result: WatchResult, look: Look) -> WatchResult:
+        """A trainer watch does not stay with (a timeout, a stall): left running, said so."""
+        command = self.command
+        assert command is not None
+        step = self._last_step()
+        if endings.needs_closing(look.fate):
+            self._set_fate(Fate.UNKNOWN, _left_reason(command, step, result.outcome))
+        return dataclasses.replace(result, left_running=True, fate=self.lg.launch_fate(
+            self.run, self._launch())[0] if look.fate else result.fate)  # fmt: skip
+
+    def _closed_source(self, result: WatchResult, look: Look) -> WatchResult:
+        """A command that ended, or a viewer watch stops now: the fate says what is known."""
+        command = self.command
+        if command is None:
+            return result
+        if look.ended and look.exit_code is not None and command.is_trainer:
+            fate, reason = endings.from_exit(look.exit_code, look.fate, look.reason)
+            self._set_fate(fate, reason, look.exit_code)
+            return dataclasses.replace(result, fate=fate)
+        if look.fate is not None and endings.needs_closing(look.fate):
+            step = self._last_step()
+            at = f" at step {step:,}" if step is not None else ""
+            why = (
+                "its output ended" if look.ended else f"watch stopped following ({result.outcome})"
+            )
+            reason = f"last seen {look.fate}{at} through {command.role} output; {why}"
+            self._set_fate(Fate.UNKNOWN, reason, look.exit_code)
+            return dataclasses.replace(result, fate=Fate.UNKNOWN, stopped=not look.ended)
+        return dataclasses.replace(result, stopped=not look.ended)
+
+    def _abandoned(self) -> None:
+        """Interrupted (Ctrl-C, SIGTERM, SIGHUP) before the end: a viewer is stopped by
+        `close`, a trainer left running; the launch's fate says what is known."""
+        if self._closed:
+            return
+        self._closed = True
+        look, command = self._last, self.command
+        if look is None or look.fate is None or not endings.needs_closing(look.fate):
+            return
+        if command is None and not isinstance(self.source, _log_source()):
+            return  # rows a StepMeter writes: the hook tells its own fate
+        trainer = command is not None and command.is_trainer and command.running
+        if trainer:
+            assert command is not None
+            self.said = _left_reason(command, None, "interrupted")
+        try:
+            step = self._last_step()
+            if command is not None and trainer:
+                reason = self.said = _left_reason(command, step, "interrupted")
+            else:
+                at = f" at step {step:,}" if step is not None else ""
+                reason = f"ledger watch was interrupted{at}; the run was not followed after"
+            self._set_fate(Fate.UNKNOWN, reason)
+        except Exception as exc:  # a second Ctrl-C, a lost database: say it, do not hide it
+            self.said = f"{self.said or ''} (the fate could not be stored: {exc})".strip()
+
+    def _done(self, update: WatchUpdate) -> WatchUpdate:
+        """The last update: after it, closing the watch is no interruption."""
+        self._closed = True
+        return update
+
+
+_DECISIONS = (Verdict.REGRESSION, Verdict.SAME, Verdict.IMPROVEMENT)
+
+
+def _stall_reason(quiet: float, limit: float, state: MonitorState | None) -> str:
+    where = f" (last step {state.last_step})" if state and state.last_step else ""
+    return f"nothing new for {quiet:,.0f} s{where}; the limit is {limit:,.0f} s"
+
+
+def _left_reason(command: CommandSource, step: int | None, why: str) -> str:
+    at = f" at step {step:,}" if step is not None else ""
+    return (
+        f"ledger watch stopped following{at} ({why}); the trainer (pid {command.process.pid}) "
+        f"was left running, its output still going to {command.stream}"
+    )
+
+
+def _source_kind(source: Source) -> str:
+    from ledger.watch.sources import CommandSource, LogSource
+
+    if isinstance(source, CommandSource):
+        return "command"
+    return "log" if isinstance(source, LogSource) else "rows"
+
+
+def _log_source() -> type:
+    from ledger.watch.sources import LogSource
+
+    return LogSource
 
 
 def _before(columns: StepColumns, step: int) -> StepColumns:
