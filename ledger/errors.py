@@ -84,6 +84,23 @@ class CommandError(LedgerError):
     """Raised when a command ledger was asked to run cannot be started at all."""
 
 
+class StoppedError(LedgerError):
+    """Raised by deploy and probe when SIGTERM or SIGHUP reached ledger while it ran a
+    command: the command's process group was stopped and its row closed first. The exit
+    status is 128 + the signal's number, as a shell reports a process it killed."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        name = signal.Signals(signum).name
+        super().__init__(
+            f"stopped by {name}: the command's process group was stopped and its row "
+            f"recorded with exit {self.exit_code}"
+        )
+
+
 class StorageError(LedgerError):
     """Raised when the database driver fails (locked for too long, unreachable server, bad URL)."""
 

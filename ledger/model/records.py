@@ -126,6 +126,8 @@ class DeployStep(Record):
     expected_sha256: str | None
     drift: bool | None
     drift_reason: str | None = None  # why drift is True, False or not checked, in words
+    held: bool = False  # not run: its artifact drifted, so its command was never started
+    launch_note: str | None = None  # a launch step's flags that could not be read, and why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +177,7 @@ class RunSummary(Record):
     hypothesis_id: int | None
     patch_id: int | None
     deploy_steps: int
-    drift: bool | None  # True when any deploy step of the run shipped a stale file
+    drift: bool | None  # now: the latest check of some artifact found a stale file
     log_files: int
     probes: int
     created_at: datetime
@@ -205,6 +207,7 @@ class RunDetail(Record):
     probes: list[Probe]
     events: list[Event] = dataclasses.field(default_factory=list)  # the notable ones, in order
     event_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # every kind
+    drift: bool | None = None  # now, as RunSummary.drift (each deploy step keeps its own)
 
 
 @dataclasses.dataclass(frozen=True)
