@@ -45,7 +45,7 @@ class NotFoundError(LedgerError):
                 shown = ", ".join(known_list[:8]) + (" …" if len(known_list) > 8 else "")
                 message += f" (known: {shown})"
             else:
-                message += f" (there are no {kind}s yet)"
+                message += f" (there are no {plural(kind)} yet)"
         super().__init__(message)
 
 
@@ -103,6 +103,18 @@ class StoppedError(LedgerError):
 
 class StorageError(LedgerError):
     """Raised when the database driver fails (locked for too long, unreachable server, bad URL)."""
+
+
+def plural(noun: str) -> str:
+    """The English plural of a row's kind: run → runs, hypothesis → hypotheses, patch →
+    patches, deploy step → deploy steps."""
+    if noun.endswith("is"):
+        return noun[:-2] + "es"
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        return noun[:-1] + "ies"
+    return noun + "s"
 
 
 def closest(wanted: str, known: list[str], n: int = 3) -> list[str]:

@@ -200,7 +200,7 @@ def _options(words: list[Word], how: _Options) -> tuple[list[tuple[str, str]], i
         word = words[i].text
         if word == "--":
             return out, i + 1
-        if not word.startswith("-") or word == "-" or _NUMBER.match(word):
+        if not word.startswith("-") or word == "-":
             break
         following = words[i + 1].text if i + 1 < len(words) else None
         if word.startswith("--") or how.single_dash_long:
@@ -360,6 +360,7 @@ def _slurm(head: str, args: list[Word]) -> _Found:
     else:
         inner, label = (_command(args[i:]) if i < len(args) else _Found(0)), head
     inner.flags = [*kept, *inner.flags]
+    inner.expanded = [w.text for w in args[:i] if w.expanded] + inner.expanded
     inner.rank = max(inner.rank, 3) if inner.program else inner.rank
     return _carried(label, inner)
 
@@ -371,6 +372,7 @@ def _mpirun(head: str, args: list[Word]) -> _Found:
            for name, value in options if name == "x" and (m := _ASSIGN.match(value))]  # fmt: skip
     inner.flags = [(f"flag.{n}", v) for n, v in options if n != "x"] + inner.flags
     inner.env = [*env, *inner.env]
+    inner.expanded = [w.text for w in args[:i] if w.expanded] + inner.expanded
     inner.rank = max(inner.rank, 3) if inner.program else inner.rank
     return _carried(head, inner)
 
@@ -402,6 +404,7 @@ def _script_launcher(label: str, flags: frozenset[str]) -> Handler:
         else:
             inner = _program(script, args[i + 1 :])
         inner.flags = [*kept, *inner.flags]
+        inner.expanded = [w.text for w in args[:i] if w.expanded] + inner.expanded
         inner.rank = 3
         return _carried(label, inner)
 

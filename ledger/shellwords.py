@@ -96,7 +96,8 @@ def _word(text: str, i: int) -> tuple[Word, int]:
                 out.append(c)
                 i += 1
         elif c == "\\":
-            out.append(text[i + 1 : i + 2])
+            if text[i + 1 : i + 2] != "\n":  # a backslash-newline only continues the line
+                out.append(text[i + 1 : i + 2])
             i += 2
         elif c in "$`":
             part, i, expands = _expansion(text, i)

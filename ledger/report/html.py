@@ -239,7 +239,7 @@ def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
             vs = f"{grouped(c.delta_pct, signed=True)}\u00a0% ({esc(c.verdict)})"
             if story.comparison_implausible(a):
                 vs += '<br><span class="bad">not comparable</span>'
-        drift = any(s.drift for s in d.deploy_steps)
+        drift = d.drift  # the run's mark now: a later step that shipped the patch clears it
         deploys = f"{len(d.deploy_steps)}" + (' <span class="drift">DRIFT</span>' if drift else "")
         hypothesis = (
             f'<span class="wrap">#{d.hypothesis.id} {user(d.hypothesis.text)}</span>'
