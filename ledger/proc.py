@@ -68,24 +68,21 @@ class Stop:
         if self._raise:
             raise _Interrupted
 
-    @contextmanager
-    def interruptible(self) -> Iterator[None]:
-        """A wait (sleep, process.wait) that a stopping signal ends at once; elsewhere the
-        signal is only noted, so no row is left half-written."""
-        if self.signum is not None:
-            return
+    def interruptible(self, wait: Callable[[], object]) -> None:
+        """Call `wait` (a sleep, process.wait) so that a stopping signal ends it at once;
+        elsewhere the signal is only noted, so no row is left half-written."""
         self._raise = True
         try:
-            yield
+            if self.signum is None:  # checked once armed: a signal just before still counts
+                wait()
         except _Interrupted:
             pass
         finally:
             self._raise = False
 
     def sleep(self, seconds: float, sleep: Callable[[float], None] = time.sleep) -> bool:
-        """Wait `seconds`; False when a signal cut the wait short."""
-        with self.interruptible():
-            sleep(seconds)
+        """Wait `seconds`; False when a signal cut the wait short (or came before it)."""
+        self.interruptible(lambda: sleep(seconds))
         return self.signum is None
 
     def describe(self) -> str:
@@ -187,8 +184,7 @@ def run_command(
     how = ""
     try:
         if stop is not None:
-            with stop.interruptible():
-                process.wait(timeout=timeout)
+            stop.interruptible(lambda: process.wait(timeout=timeout))
             interrupted = stop.signum is not None
         else:
             process.wait(timeout=timeout)
