@@ -401,7 +401,7 @@ class Ledger:
         after the file); `cache` is what `follow` keeps between looks."""
         file = Path(path)
         ingest.check_readable(file)
-        name = run or ingest.run_name_for(file)
+        name = ingest.run_name_for(file) if run is None else run
         if file.name.endswith(".json"):
             with self._write() as (s, inv):
                 return trainer_state.ingest(s, inv, file, name)
