@@ -27,10 +27,10 @@ from pathlib import PurePath
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ledger import launchcmd
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
+from ledger.launchcmd import split as read_launch
 from ledger.model import records
 from ledger.proc import CommandResult, Stop, run_command
 from ledger.store import gate
@@ -121,7 +121,7 @@ def launch_flags(session: Session, run_id: int, argv: Sequence[str]) -> str | No
     """Keep what a (re)launch command sets as the run's deploy settings; when it cannot be
     read, keep the earlier ones and say why."""
     words = redacted_words(argv)
-    launch = launchcmd.split(words) if words is not None else None
+    launch = read_launch(words) if words is not None else None
     if launch is None or launch.unsplit is not None:
         why = "it cannot be split after redaction" if launch is None else launch.unsplit
         return f"flags not read from this launch ({why}); the earlier launch's are kept"

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from ledger import proc
 from ledger.config import DEFAULT_INVESTIGATION, Location
 from ledger.db import models as m
 from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
@@ -30,6 +29,7 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
 from ledger.model.imports import ImportResult
 from ledger.model.records import FateChange, StepWrite
+from ledger.proc import give_back, stoppable
 from ledger.store import (
     compare,
     deploys,
@@ -223,7 +223,7 @@ class Ledger:
         argv = deploys.check_command(command, step)
         check = self.check_artifact(run, artifact) if artifact is not None else None
         held = bool(check is not None and check.drift) and not allow_drift
-        with proc.stoppable() as stop:
+        with stoppable() as stop:
             with self._write() as (s, inv):
                 row, note = deploys.new_step(s, inv, run, step, argv, check, new=new, held=held)
                 if held:
@@ -232,7 +232,7 @@ class Ledger:
             result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
             with self._write() as (s, _):
                 done = deploys.finish_step(s, step_id, run, result, note)
-            proc.give_back(stop, result)
+            give_back(stop, result)
         return done
 
     def record_deploy(
@@ -441,14 +441,14 @@ class Ledger:
         """Wait `wait` seconds, run `command` (no shell), record and read what it said. An
         unknown run is refused unless `new`; signals are taken as `deploy` takes them."""
         argv = probes.check_command(command, patterns)  # a bad pattern fails before the wait
-        with proc.stoppable() as stop:
+        with stoppable() as stop:
             with self._write() as (s, inv):
                 probe_id, run_id = probes.start(s, inv, run, argv, new)
                 kept = settings.patterns(s)
             if not probes.wait(wait, sleep, stop):
                 with self._write() as (s, _):
                     probes.interrupted(s, probe_id, stop)
-                proc.give_back(stop, None)
+                give_back(stop, None)
             result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
             with self._read() as (s, _):
                 earlier = probes.previous(s, run_id, probe_id)
@@ -457,7 +457,7 @@ class Ledger:
             )
             with self._write() as (s, _):
                 probes.finish(s, probe_id, run_id, result, reading)
-            proc.give_back(stop, result)
+            give_back(stop, result)
         return probes.result_record(probe_id, run, result, reading)
 
     # -- analysis ------------------------------------------------------------------------------

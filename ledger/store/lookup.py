@@ -83,11 +83,13 @@ def _is_control(char: str) -> bool:
 
 
 def ensure_run(session: Session, inv: int, name: str) -> tuple[m.Run, bool]:
-    """The run called `name`, created (fate unknown) when new; True when this call made it."""
+    """The run called `name`, created (fate unknown) when new; True when this call made it.
+    The name is checked first, even for a run that exists: one stored before names were
+    checked can still be read (run_row), not written to under that name."""
+    check_run_name(name)
     row = find_run(session, inv, name)
     if row is not None:
         return row, False
-    check_run_name(name)
     created = insert_if_missing(session, m.Run, investigation_id=inv, name=name)
     query = select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name)
     return session.scalars(query).one(), created
