@@ -237,15 +237,16 @@ def _kill_group(process: subprocess.Popen[bytes], stop: Stop | None = None) -> s
             os.killpg(process.pid, sig)
         except ProcessLookupError:
             break
-        if sig == signal.SIGKILL:
-            said = f"killed (SIGKILL) after {KILL_GRACE_S:g} s"
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if process.poll() is not None and not _group_alive(process.pid):
                 return said
             if stop is not None and stop.count > seen and sig == signal.SIGTERM:
-                break  # asked twice: no grace
+                said = "killed (SIGKILL) at a second signal"  # asked twice: no grace
+                break
             time.sleep(0.05)
+        else:
+            said = f"killed (SIGKILL) after {KILL_GRACE_S:g} s"
     process.wait()
     return said
 
