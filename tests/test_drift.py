@@ -118,4 +118,4 @@ def test_the_report_marks_only_a_current_drift(
     lg.deploy("r", "copy", ["true"], artifact=train)
     page = lg.write_report(tmp_path / "b.html").read_text()
     assert badge not in page
-    assert 'class="drift">DRIFT</span> shipped' in page  # the held step still shows
+    assert '→ not run <span class="drift">DRIFT</span> held' in page  # the held step shows

@@ -321,11 +321,13 @@ def _attempt_chain(a: Attempt, labels: dict[str, str], reference: Attempt | None
         )
     for s in d.deploy_steps:
         status = "timed out" if s.timed_out else f"exit {esc(s.exit_code)}"
+        status = "not run" if s.held else status  # held: its artifact drifted
         drift = ""
         if s.drift:
             shipped = esc((s.artifact_sha256 or "")[:12])
             patched = esc((s.expected_sha256 or "")[:12])
-            drift = f' <span class="drift">DRIFT</span> shipped {shipped}, patch has {patched}'
+            verb = "held" if s.held else "shipped"
+            drift = f' <span class="drift">DRIFT</span> {verb} {shipped}, patch has {patched}'
         elif s.drift is False:
             drift = ' <span class="ok">artifact matches the patch</span>'
         items.append(f"deploy {run_name(s.name)}: <code>{user(s.command)}</code> → {status}{drift}")
