@@ -45,7 +45,7 @@ class NotFoundError(LedgerError):
                 shown = ", ".join(known_list[:8]) + (" …" if len(known_list) > 8 else "")
                 message += f" (known: {shown})"
             else:
-                message += f" (there are no {kind}s yet)"
+                message += f" (there are no {plural(kind)} yet)"
         super().__init__(message)
 
 
@@ -84,8 +84,37 @@ class CommandError(LedgerError):
     """Raised when a command ledger was asked to run cannot be started at all."""
 
 
+class StoppedError(LedgerError):
+    """Raised by deploy and probe when SIGTERM or SIGHUP reached ledger while it ran a
+    command: the command's process group was stopped and its row closed first. The exit
+    status is 128 + the signal's number, as a shell reports a process it killed."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        name = signal.Signals(signum).name
+        super().__init__(
+            f"stopped by {name}: the command's process group was stopped and its row "
+            f"recorded with exit {self.exit_code}"
+        )
+
+
 class StorageError(LedgerError):
     """Raised when the database driver fails (locked for too long, unreachable server, bad URL)."""
+
+
+def plural(noun: str) -> str:
+    """The English plural of a row's kind: run → runs, hypothesis → hypotheses, patch →
+    patches, deploy step → deploy steps."""
+    if noun.endswith("is"):
+        return noun[:-2] + "es"
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        return noun[:-1] + "ies"
+    return noun + "s"
 
 
 def closest(wanted: str, known: list[str], n: int = 3) -> list[str]:

@@ -24,6 +24,8 @@ LAYERS = {
     "ledger.hashing": "base",
     "ledger.redact": "base",
     "ledger.proc": "base",
+    "ledger.launchcmd": "base",
+    "ledger.shellwords": "base",
     "ledger.db": "db",
     "ledger.logs": "logs",
     "ledger.importers": "importers",

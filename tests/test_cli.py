@@ -56,8 +56,8 @@ def test_the_scenario(db_url: str, project: Path) -> None:
         "build/train.py",
         "box.py",
     )
-    assert stale.exit_code == 3  # drift: the step ran, but shipped a stale file
-    assert json.loads(stale.stdout)["drift"] is True
+    assert stale.exit_code == 3  # drift: the step is held, its command not run
+    assert json.loads(stale.stdout)["drift"] is True and not Path("box.py").exists()
     assert "DRIFT" in stale.stderr and "NOT the train.py" in stale.stderr
 
     relaunch = run_cli(

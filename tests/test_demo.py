@@ -30,10 +30,10 @@ def test_demo_builds_the_whole_investigation(tmp_path: Path) -> None:
     assert str(out / "report.html") in result.stdout and (out / "report.html").is_file()
     with ledger.open(db, create=False) as lg:
         assert {r.run: r.fate for r in lg.runs()} == FATES
-        assert [s.drift for s in lg.deploy_steps("eager_dynamiccopy") if s.name == "copy"] == [
-            True,
-            False,
-        ]
+        copies = [s for s in lg.deploy_steps("eager_dynamiccopy") if s.name == "copy"]
+        assert [(s.drift, s.held) for s in copies] == [(True, True), (False, False)]
+        assert lg.run_summary("eager_dynamiccopy").drift is False  # the patch shipped after
+        assert (out / "box" / "train.py").read_text() == (out / "train.py").read_text()
         assert [h.status for h in lg.hypotheses()] == ["confirmed", "refuted", "confirmed"]
         assert lg.investigation().baseline_value == 14200
         final = lg.compare(["eager_unpadded", "eager_dynamiccopy"])

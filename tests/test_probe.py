@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from helpers import run_cli, run_json
+from helpers import db_rows, run_cli, run_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 CAT = [sys.executable, "-c", "import sys; sys.stdout.write(open(sys.argv[1]).read())"]
@@ -127,3 +127,19 @@ def test_a_line_number_says_which_text_it_is_a_line_of(lg) -> None:
     assert oom.probe_id == probe.probe_id and oom.log_file_id is None and oom.line == 62
     assert oom.where == "line 62 of probe #1's output" and oom.step == 60
     assert "of probe #1's output" in (detail.fate_reason or "")
+
+
+def test_a_bad_pattern_is_refused_before_the_wait_and_the_command(db_url: str, tmp_path) -> None:
+    """`--pattern '('` fails at once: no --wait (the row is written just before it), no
+    command run, no probe row, no run made."""
+    run_json("init")
+    made = tmp_path / "ran"
+    result = run_cli(
+        "probe", "--run", "r", "--new", "--wait", "300", "--pattern", "(", "--",
+        "touch", str(made),
+    )  # fmt: skip
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert not made.exists()
+    assert db_rows(db_url, "SELECT count(*) FROM probe") == [(0,)]
+    assert db_rows(db_url, "SELECT count(*) FROM run") == [(0,)]

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 
-from ledger.proc import run_command
+import pytest
+
+from ledger.errors import StoppedError
+from ledger.proc import give_back, run_command, stoppable
 
 
 def test_exit_code_and_output_interleaved() -> None:
@@ -72,3 +77,70 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _signal_when(path, signals: list[int]) -> threading.Thread:
+    """Send ledger's own process each of `signals` once `path` exists (the command is up)."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 60
+        while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for sig in signals:
+            os.kill(os.getpid(), sig)
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_stopping_signal_stops_the_group_and_is_given_back(tmp_path) -> None:
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    before = signal.getsignal(signal.SIGTERM)
+    with stoppable() as stop:
+        assert stop is not None
+        sender = _signal_when(marker, [signal.SIGTERM])
+        result = run_command(["sh", "-c", script], stop=stop)
+        with pytest.raises(StoppedError) as raised:
+            give_back(stop, result)
+    sender.join()
+    assert raised.value.exit_code == 143 and "SIGTERM" in str(raised.value)
+    assert result.exit_code == 143 and result.stopped_by == signal.SIGTERM
+    assert result.interrupted and not result.timed_out
+    assert "stopped by SIGTERM; process group stopped with SIGTERM" in result.output
+    assert not _alive(int(marker.read_text()))
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
+
+
+def test_a_second_signal_kills_at_once(tmp_path) -> None:
+    marker = tmp_path / "child.pid"
+    script = f"trap '' TERM; sleep 60 & echo $! > {marker}; wait"  # deaf to SIGTERM
+    with stoppable() as stop:
+        assert stop is not None
+        sender = _signal_when(marker, [signal.SIGHUP, signal.SIGHUP])
+        result = run_command(["sh", "-c", script], stop=stop)
+    sender.join()
+    assert result.exit_code == 129 and "killed (SIGKILL) at a second signal" in result.output
+    assert not _alive(int(marker.read_text()))
+
+
+def test_a_signal_before_the_command_starts_nothing(tmp_path) -> None:
+    made = tmp_path / "made"
+    with stoppable() as stop:
+        assert stop is not None
+        stop.handle(signal.SIGINT, None)  # as if Ctrl-C came while the row was written
+        result = run_command(["touch", str(made)], stop=stop)
+        with pytest.raises(KeyboardInterrupt):
+            give_back(stop, result)
+    assert result.exit_code == 130 and not made.exists()
+    assert "before the command started" in result.output
+
+
+def test_outside_the_main_thread_signals_are_left_alone() -> None:
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(stoppable().__enter__()))
+    thread.start()
+    thread.join()
+    assert seen == [None]

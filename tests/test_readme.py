@@ -59,3 +59,4 @@ def test_readme_scenario_runs_as_written(tmp_path: Path, monkeypatch: pytest.Mon
         ("copy", False),
         ("relaunch", None),
     ]
+    assert [s["held"] for s in steps] == [True, False, False]  # the stale copy never ran

@@ -139,17 +139,18 @@ def test_deploy_detects_drift(lg, tmp_path: Path, train: Path) -> None:
     stale = build / "train.py"
     stale.write_text("cache = GpuBufferCache(persistent=True)\n")
     drifted = lg.deploy("r", "copy", ["true"], artifact=stale)
-    assert drifted.drift is True
+    assert drifted.drift is True and drifted.held and drifted.exit_code is None  # not run
     assert drifted.artifact_sha256 == sha(stale) and drifted.expected_sha256 == sha(train)
+    assert lg.run_summary("r").drift is True
     stale.write_bytes(train.read_bytes())
     fresh = lg.deploy("r", "copy", ["true"], artifact=stale)
-    assert fresh.drift is False and fresh.expected_sha256 == sha(train)
+    assert fresh.drift is False and fresh.expected_sha256 == sha(train) and not fresh.held
     other = tmp_path / "model.py"
     other.write_text("x")
     assert lg.deploy("r", "copy", ["true"], artifact=other).drift is None  # no file of that name
     lg.ensure_run("unpatched")
     assert lg.deploy("unpatched", "copy", ["true"], artifact=train).drift is None
-    assert lg.run_summary("r").drift is True
+    assert lg.run_summary("r").drift is False  # the patched file shipped after the stale one
 
 
 def test_record_only_deploy(lg, train: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from helpers import db_rows, run_cli, run_json
 from why_data import hook_rows
 
-from ledger.store.deploys import split_flags
+from ledger.launchcmd import split
 
 
 def _two_runs(lg: Any) -> None:
@@ -60,6 +60,10 @@ def test_twins_say_no_finding(lg: Any) -> None:
     assert result.exit_code == 0 and "no finding" in result.stdout
 
 
+def split_flags(argv: list[str]) -> list[tuple[str, str]]:
+    return split(argv).flags
+
+
 def test_split_flags() -> None:
     argv = ["torchrun", "--nproc_per_node", "8", "train.py", "--compile-drafter",
             "--token-budget", "49152", "--lr=3e-4", "--shift", "-2"]  # fmt: skip
@@ -73,7 +77,8 @@ def test_split_flags() -> None:
     remote = ["ssh", "box", "NCCL_ALGO=Ring nohup python train.py --token-budget 65536"]
     assert split_flags(remote) == [("env.NCCL_ALGO", "Ring"), ("flag.token-budget", "65536")]
     assert split_flags(["sh", "-c", "python train.py --x 'a b' --x 2"]) == [("flag.x", "2")]
-    assert split_flags(["sh", "-c", "python train.py --name 'unclosed"])  # no crash
+    unclosed = split(["sh", "-c", "python train.py --name 'unclosed"])  # no shell would run it
+    assert unclosed.flags == [] and "unclosed ' quote" in (unclosed.unsplit or "")
 
 
 def test_a_relaunch_stores_its_flags(lg: Any, db_url: str) -> None:

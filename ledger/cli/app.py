@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -197,7 +198,17 @@ def emit(value: T, as_json: bool, text: Callable[[T], str | None]) -> None:
         return
     rendered = text(value)
     if rendered:
-        click.echo(rendered)
+        click.echo(printable(rendered))
+
+
+def printable(text: str) -> str:
+    """Text for a terminal: control characters a stored name or output may hold (ESC, a
+    carriage return, a bell) written as escapes, so they cannot repaint the screen; line
+    breaks and tabs stay."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

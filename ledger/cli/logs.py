@@ -369,6 +369,8 @@ def probe(
     Runs COMMAND (no shell; write sh -c '…' for one) after --wait seconds, keeps its
     output (last 64 KiB, redacted), reads it for the fate, the last bar and step, and
     stores nvidia-smi rows (CSV or table) as GPU samples. Exits with the command's status.
+    SIGTERM, SIGHUP or Ctrl-C (during the wait too) stop the command's process group and
+    record the probe with how it ended.
     """
     echo = live_output(as_json=True) if show_output else None  # stderr: stdout has the verdict
     result = lg.probe(

@@ -115,6 +115,8 @@ def render_run(d: records.RunDetail) -> str:
         lines.append("  deploy steps:")
     for s in d.deploy_steps:
         status = "running?" if s.exit_code is None else f"exit {s.exit_code}"
+        if s.held:
+            status = "not run"
         if s.timed_out:
             status = "timed out"
         drift = {True: "  DRIFT: stale artifact", False: "  artifact matches the patch", None: ""}[

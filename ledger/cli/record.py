@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ledger.store import Ledger
 
 
-EXIT_DRIFT = 3  # the step ran, but shipped something other than the patch
+EXIT_DRIFT = 3  # the artifact is not the patch's file: the step was held, not run
 
 
 def _fmt_value(value: float) -> str:
@@ -215,14 +215,21 @@ def drift_banner(step: records.DeployStep) -> str:
 
     bar = "!" * 76
     name = PurePath(step.artifact_path or "").name
+    if step.held:
+        what = "!!  NOT RUN: nothing was shipped. Rebuild or re-copy, then deploy again"
+        then = "!!  (or --allow-drift to ship it anyway)."
+    else:
+        what = f"!!  Shipped anyway (--allow-drift): run {step.run!r} will not test the patch."
+        then = "!!  Rebuild or re-copy, then deploy again."
     return "\n".join(
         [
             bar,
             f"!!  DRIFT: {step.artifact_path} is NOT the {name} "
             f"that patch #{step.patch_id} recorded.",
-            f"!!    shipped  sha256 {step.artifact_sha256}",
+            f"!!    artifact sha256 {step.artifact_sha256}",
             f"!!    patched  sha256 {step.expected_sha256}",
-            f"!!  Run {step.run!r} will not test the patch. Rebuild or re-copy, then deploy again.",
+            what,
+            then,
             bar,
         ]
     )
@@ -254,7 +261,14 @@ def drift_banner(step: records.DeployStep) -> str:
 @click.option(
     "--allow-drift",
     is_flag=True,
-    help="Exit with the command's status even when the artifact drifted (default: 3).",
+    help="Run the command even when the artifact drifted from the patch (by default a "
+    "drifted step is recorded, not run, and exits 3).",
+)
+@click.option(
+    "--new",
+    is_flag=True,
+    help="RUN is a new run: make it (without --new an unknown run is refused, so a typo "
+    "does not make a stray run).",
 )
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -268,35 +282,46 @@ def deploy(
     record_only: bool,
     exit_code: int | None,
     allow_drift: bool,
+    new: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run one deploy step and record it: ledger deploy --run R --step copy -- scp a host:b
 
     The command runs without a shell (write sh -c '…' for one); its output is shown as it
-    comes and its last 64 KiB are kept, with secrets redacted. Exits with its status; when
-    the artifact drifted from the patch (the box would run a stale file) it exits 3, so
-    `deploy --step copy … && deploy --step relaunch …` stops before the relaunch, unless
-    --allow-drift.
+    comes and its last 64 KiB are kept, with secrets redacted. Exits with its status. With
+    --artifact, the file's sha256 is checked first: when it drifted from the patch (the box
+    would run a stale file), the step is recorded but its command does not run, and it
+    exits 3 — so `deploy --step copy … && deploy --step relaunch …` stops before anything
+    stale ships — unless --allow-drift. A launch step's flags (read through ssh, pct exec,
+    kubectl exec, bash -lc, torchrun…) are kept for `ledger why`. SIGTERM, SIGHUP or
+    Ctrl-C stop the command's process group and record the step with how it ended.
     """
     if record_only:
         if exit_code is None:
             raise click.UsageError("--record-only needs --exit-code N: how the step ended")
-        result = lg.record_deploy(run, step, command, exit_code=exit_code, artifact=artifact)
+        result = lg.record_deploy(
+            run, step, command, exit_code=exit_code, artifact=artifact, new=new
+        )
     else:
         if exit_code is not None:
             raise click.UsageError("--exit-code goes with --record-only")
         result = lg.deploy(
-            run, step, command, artifact=artifact, timeout=timeout, echo=live_output(as_json)
-        )
+            run, step, command, artifact=artifact, timeout=timeout, echo=live_output(as_json),
+            allow_drift=allow_drift, new=new,
+        )  # fmt: skip
 
     if result.drift:
         click.echo(click.style(drift_banner(result), fg="red", bold=True), err=True)
     elif result.artifact_path is not None and result.drift is None:
         click.echo(f"note: drift not checked: {result.drift_reason}", err=True)
+    if result.launch_note:
+        click.echo(f"note: {result.launch_note}", err=True)
 
     def text(r: records.DeployStep) -> str:
         status = "timed out" if r.timed_out else f"exit {r.exit_code}"
+        if r.held:
+            status = "not run"
         verdict = {True: "DRIFT", False: "matches the patch", None: ""}[r.drift]
         tail = f", artifact {r.artifact_sha256[:12]} {verdict}" if r.artifact_sha256 else ""
         return f"deploy step #{r.id} {r.run}/{r.name}: {status}{tail}"
@@ -304,5 +329,5 @@ def deploy(
     emit(result, as_json, text)
     if result.exit_code:
         sys.exit(result.exit_code if 0 < result.exit_code < 256 else 1)
-    if result.drift and not allow_drift:
+    if result.drift and (result.held or not allow_drift):
         sys.exit(EXIT_DRIFT)

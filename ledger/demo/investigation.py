@@ -6,8 +6,9 @@ a torch.compile run at ~10.5K with flex-attention recompilation warnings; an eag
 (eager_restored); an unpadded one (eager_unpadded); a persistent GPU buffer cache that dies
 of CUDA OOM in the drafter's forward (eager_bufcache); and eager_dynamiccopy, which loads
 851 weight shards and recovers. Each attempt has its hypothesis, patch (with a diff),
-deploy steps — one of which ships a stale file (drift) — probes with nvidia-smi output and a
-generated, realistic log; then everything is ingested, compared, and drawn into a report.
+deploy steps — one of which would ship a stale file (drift) and is held before it runs —
+probes with nvidia-smi output and a generated, realistic log; then everything is
+ingested, compared, and drawn into a report.
 
 The logs and numbers are seeded and deterministic; only the wall-clock times differ.
 """
@@ -43,7 +44,7 @@ class Attempt:
     summary: str
     before: str
     after: str
-    ship_stale_first: bool = False  # the copy step ships yesterday's build (drift)
+    ship_stale_first: bool = False  # the first copy would ship yesterday's build (drift)
 
 
 ATTEMPTS = [
@@ -174,7 +175,8 @@ def _fix_and_deploy(lg: Ledger, attempt: Attempt, hypothesis_id: int, before: st
     lg.deploy(run, "compile", [python, "-m", "py_compile", "train.py"])
     drifted = []
     if attempt.ship_stale_first:
-        # build/ still holds the previous attempt's file: this copy ships it.
+        # build/ still holds the previous attempt's file: the drift check holds this copy
+        # (its command does not run), so the box never gets the stale file.
         Path("build/train.py").write_text(before)
         step = lg.deploy(
             run, "copy", ["cp", "build/train.py", "box/train.py"], artifact="build/train.py"

@@ -126,6 +126,8 @@ class DeployStep(Record):
     expected_sha256: str | None
     drift: bool | None
     drift_reason: str | None = None  # why drift is True, False or not checked, in words
+    held: bool = False  # not run: its artifact drifted, so its command was never started
+    launch_note: str | None = None  # a launch step's flags that could not be read, and why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +178,7 @@ class RunSummary(Record):
     hypothesis_id: int | None
     patch_id: int | None
     deploy_steps: int
-    drift: bool | None  # True when any deploy step of the run shipped a stale file
+    drift: bool | None  # now: the latest check of some artifact found a stale file
     log_files: int
     probes: int
     created_at: datetime
@@ -235,6 +237,7 @@ class RunDetail(Record):
     # (`Ledger.show(run, figures=True)`, what `ledger show` prints; None otherwise).
     effective: float | None = None
     pct_of_baseline: float | None = None
+    drift: bool | None = None  # now, as RunSummary.drift (each deploy step keeps its own)
 
 
 @dataclasses.dataclass(frozen=True)

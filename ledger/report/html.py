@@ -239,7 +239,7 @@ def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
             vs = f"{grouped(c.delta_pct, signed=True)}\u00a0% ({esc(c.verdict)})"
             if story.comparison_implausible(a):
                 vs += '<br><span class="bad">not comparable</span>'
-        drift = any(s.drift for s in d.deploy_steps)
+        drift = d.drift  # the run's mark now: a later step that shipped the patch clears it
         deploys = f"{len(d.deploy_steps)}" + (' <span class="drift">DRIFT</span>' if drift else "")
         hypothesis = (
             f'<span class="wrap">#{d.hypothesis.id} {user(d.hypothesis.text)}</span>'
@@ -321,11 +321,13 @@ def _attempt_chain(a: Attempt, labels: dict[str, str], reference: Attempt | None
         )
     for s in d.deploy_steps:
         status = "timed out" if s.timed_out else f"exit {esc(s.exit_code)}"
+        status = "not run" if s.held else status  # held: its artifact drifted
         drift = ""
         if s.drift:
             shipped = esc((s.artifact_sha256 or "")[:12])
             patched = esc((s.expected_sha256 or "")[:12])
-            drift = f' <span class="drift">DRIFT</span> shipped {shipped}, patch has {patched}'
+            verb = "held" if s.held else "shipped"
+            drift = f' <span class="drift">DRIFT</span> {verb} {shipped}, patch has {patched}'
         elif s.drift is False:
             drift = ' <span class="ok">artifact matches the patch</span>'
         items.append(f"deploy {run_name(s.name)}: <code>{user(s.command)}</code> → {status}{drift}")

@@ -229,10 +229,11 @@ def _chain(flow: Flow, a: Attempt, reference: Attempt | None) -> None:
         )  # fmt: skip
     for s in d.deploy_steps:
         status = "timed out" if s.timed_out else f"exit {s.exit_code}"
+        status = "not run" if s.held else status  # held: its artifact drifted
         drift = ""
         if s.drift:
             drift = (
-                f" DRIFT: shipped {(s.artifact_sha256 or '')[:12]}, "
+                f" DRIFT: {'held' if s.held else 'shipped'} {(s.artifact_sha256 or '')[:12]}, "
                 f"patch has {(s.expected_sha256 or '')[:12]}"
             )
         elif s.drift is False:

@@ -1,14 +1,19 @@
 """Deploy steps: getting a patch onto the box, and catching a stale file on the way.
 
-A deploy step that names an artifact is checked against its run's patch: the artifact's
-sha256 must equal the sha256 the patch recorded for a file of the same name. A mismatch is
-drift — the box is about to run something other than the patch — and is stored as such.
+A deploy step that names an artifact is checked against its run's patch before its
+command runs: the artifact's sha256 must equal the sha256 the patch recorded for a file of
+the same name. A mismatch is drift — the box would run something other than the patch —
+and the step is recorded but held: its command does not run (`allow_drift` runs it). The
+run's drift mark is its current state: for each artifact, what its latest checked step
+found, so a later step that ships the patched file clears it (both steps stay rows).
 
 A step that (re)launches the run (its name says launch, start, train or run) has its
-command split into what it set: `--token-budget 49152` → `flag.token-budget = 49152`,
+command read for what it sets (ledger.launchcmd, through ssh, `pct exec`, `kubectl exec`,
+`bash -lc`, torchrun…): `--token-budget 49152` → `flag.token-budget = 49152`,
 `--compile-drafter` → `flag.compile-drafter = true`, `NCCL_ALGO=Ring python …` →
 `env.NCCL_ALGO = Ring`, kept in run_config with source `deploy` (the latest relaunch's
-replace the earlier ones), so `why` can say how the run was started.
+replace the earlier ones), so `why` can say how the run was started. A command whose flags
+cannot be read keeps the earlier launch's, and the step's record says why.
 """
 
 from __future__ import annotations
@@ -25,18 +30,14 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
+from ledger.launchcmd import split as read_launch
 from ledger.model import records
-from ledger.proc import CommandResult, run_command
+from ledger.proc import CommandResult, Stop, run_command
 from ledger.store import gate, launches
-from ledger.store.lookup import run_row
+from ledger.store.lookup import ensure_run, find_run, run_row
 
 LAUNCH_STEP = re.compile(r"launch|start|train|^run$", re.IGNORECASE)
-_ENV = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
-_FLAG = re.compile(r"^--?(?P<name>[A-Za-z][\w.-]*)(?:=(?P<value>.*))?$", re.DOTALL)
-_NUMBER = re.compile(r"^-\d")
-# Commands that run the next word as a command: their own options are not the run's
-_WRAPPERS = ("env", "nohup", "exec", "time", "sudo", "srun", "nice")
-MAX_FLAGS = 400
+HELD = "not run: the artifact drifted from the patch"  # how a held step's output begins
 
 
 def check_command(command: Sequence[str], step: str) -> list[str]:
@@ -56,8 +57,8 @@ def drift_check(
     """Compare a file about to be shipped (its sha256 `digest`) with what the patch recorded."""
     path = os.fspath(artifact)
     name = PurePath(path).name
-    run_ = run_row(session, inv, run)
-    if run_.patch_id is None:
+    run_ = find_run(session, inv, run)  # an unknown run is refused (or made) by new_step
+    if run_ is None or run_.patch_id is None:
         reason = f"run {run!r} has no patch recorded (ledger record-fix --run {run})"
         return records.DriftCheck(path, digest, None, None, None, reason)
     files = session.scalars(select(m.PatchFile).where(m.PatchFile.patch_id == run_.patch_id)).all()
@@ -81,9 +82,15 @@ def new_step(
     step: str,
     argv: list[str],
     check: records.DriftCheck | None,
-) -> m.DeployStep:
-    """The step's row, written before its command runs (a killed deploy still shows)."""
-    run_ = run_row(session, inv, run)
+    *,
+    new: bool = False,
+    held: bool = False,
+) -> tuple[m.DeployStep, str | None]:
+    """The step's row, written before its command runs (a killed deploy still shows), and
+    for a launch step whose flags could not be read, why (None otherwise). An unknown run
+    is refused (a typo would make a stray run) unless `new` asks for it. A `held` step (its
+    artifact drifted) is closed at once: its command does not run."""
+    run_ = ensure_run(session, inv, run)[0] if new else run_row(session, inv, run)
     row = m.DeployStep(
         run_id=run_.id,
         patch_id=run_.patch_id,
@@ -99,70 +106,58 @@ def new_step(
         row.expected_sha256 = check.expected_sha256
         row.drift = check.drift
     session.add(row)
-    if LAUNCH_STEP.search(step):
+    note = None
+    if held and check is not None:
+        row.ended_at = row.started_at
+        row.output = f"ledger: {HELD} ({check.reason}); nothing was shipped\n"
+        row.output_bytes = 0
+    elif LAUNCH_STEP.search(step):
         launches.begin(session, run_, launches.DEPLOY, row.command)  # the relaunch's own launch
-        store_flags(session, run_.id, split_flags(redacted_words(argv)))
+        note = launch_flags(session, run_.id, argv)
     session.flush()
-    return row
+    return row, note
 
 
-def redacted_words(argv: Sequence[str]) -> list[str]:
+def launch_flags(session: Session, run_id: int, argv: Sequence[str]) -> str | None:
+    """Keep what a (re)launch command sets as the run's deploy settings; when it cannot be
+    read, keep the earlier ones and say why."""
+    words = redacted_words(argv)
+    launch = read_launch(words) if words is not None else None
+    if launch is None or launch.unsplit is not None:
+        why = "it cannot be split after redaction" if launch is None else launch.unsplit
+        return f"flags not read from this launch ({why}); the earlier launch's are kept"
+    store_flags(session, run_id, launch.flags)
+    return None
+
+
+def was_held(row: m.DeployStep) -> bool:
+    """Whether the step was held before its command ran (its artifact drifted)."""
+    output = row.output or ""
+    return bool(row.drift) and row.exit_code is None and output.startswith(f"ledger: {HELD}")
+
+
+def current_drift(session: Session, run_id: int) -> bool | None:
+    """The run's drift mark now: True when, for some artifact, the latest step that checked
+    it found drift; None when no step checked one."""
+    rows = session.execute(
+        select(m.DeployStep.artifact_path, m.DeployStep.drift)
+        .where(m.DeployStep.run_id == run_id, m.DeployStep.drift.is_not(None))
+        .order_by(m.DeployStep.started_at, m.DeployStep.id)
+    ).all()
+    if not rows:
+        return None
+    latest = {PurePath(path or "").name: bool(drift) for path, drift in rows}
+    return any(latest.values())
+
+
+def redacted_words(argv: Sequence[str]) -> list[str] | None:
     """The command's words after redaction of the whole command line, so that a secret is
-    found in its context (`mysql -p SECRET`) before the words are parted; no words when
-    the redacted line cannot be split again."""
+    found in its context (`mysql -p SECRET`) before the words are parted; None when the
+    redacted line cannot be split again."""
     try:
         return shlex.split(gate.command(argv))
     except ValueError:
-        return []
-
-
-def split_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
-    """What a launch command sets, as (key, value): `flag.<name>` for each option (`true`
-    for one without a value), `env.<NAME>` for each leading assignment. A shell command
-    (`sh -c '…'`, `ssh host '…'`) is split again; the last setting of a key wins."""
-    words = list(argv)
-    if (
-        len(words) >= 2
-        and words[-1].count(" ")
-        and (os.path.basename(words[0]) in ("sh", "bash", "zsh", "ssh") or words[-2] == "-c")
-    ):
-        try:
-            words = shlex.split(words[-1])
-        except ValueError:  # an unclosed quote: read the words as they are
-            words = words[-1].split()
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words) and (words[i] in _WRAPPERS or _ENV.match(words[i])):
-        m = _ENV.match(words[i])
-        if m is not None:
-            out.append((f"env.{m.group('name')}", m.group("value")))
-        i += 1
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            break
-        m = _FLAG.match(word)
-        if m is None or _NUMBER.match(word):
-            i += 1
-            continue
-        name, value = m.group("name"), m.group("value")
-        following = words[i + 1] if i + 1 < len(words) else None
-        if value is None and following is not None and _is_value(following):
-            value = following
-            i += 1
-        out.append((f"flag.{name}", "true" if value is None else value))
-        i += 1
-    latest = dict(out[:MAX_FLAGS])
-    return list(latest.items())
-
-
-def _is_value(word: str) -> bool:
-    """Whether the word after an option is its value: not an option, not a script."""
-    if _NUMBER.match(word):
-        return True
-    if word.startswith("-"):
-        return False
-    return not re.search(r"\.(?:py|sh)$", word)
+        return None
 
 
 def store_flags(session: Session, run_id: int, items: list[tuple[str, str]]) -> int:
@@ -186,12 +181,12 @@ def store_flags(session: Session, run_id: int, items: list[tuple[str, str]]) -> 
 
 
 def finish_step(
-    session: Session, step_id: int, run: str, result: CommandResult
+    session: Session, step_id: int, run: str, result: CommandResult, note: str | None
 ) -> records.DeployStep:
     row = session.get_one(m.DeployStep, step_id)
     store_command_result(row, result)
     row.output_bytes = result.output_bytes
-    return record(row, run)
+    return record(row, run, note)
 
 
 def record_only(
@@ -203,14 +198,15 @@ def record_only(
     check: records.DriftCheck | None,
     exit_code: int,
     output: str | None,
+    new: bool = False,
 ) -> records.DeployStep:
-    row = new_step(session, inv, run, step, argv, check)
+    row, note = new_step(session, inv, run, step, argv, check, new=new)
     row.recorded_only = True
     row.exit_code = exit_code
     row.ended_at = row.started_at
     row.output = output
     row.output_bytes = len(output.encode()) if output is not None else None
-    return record(row, run)
+    return record(row, run, note)
 
 
 def steps_of(session: Session, run_id: int, run: str) -> list[records.DeployStep]:
@@ -223,11 +219,17 @@ def steps_of(session: Session, run_id: int, run: str) -> list[records.DeployStep
 
 
 def run(
-    argv: list[str], *, timeout: float | None, echo: Callable[[bytes], None] | None
+    argv: list[str],
+    *,
+    timeout: float | None,
+    echo: Callable[[bytes], None] | None,
+    stop: Stop | None = None,
 ) -> CommandResult:
     """Run a deploy's or a probe's command, reading more of its output than is kept: the
-    gate redacts all it read, then keeps the tail."""
-    return run_command(argv, timeout=timeout, echo=echo, tail_bytes=gate.OUTPUT_READ_BYTES)
+    gate redacts all it read, then keeps the tail. A stopping signal (`stop`) stops it."""
+    return run_command(
+        argv, timeout=timeout, echo=echo, tail_bytes=gate.OUTPUT_READ_BYTES, stop=stop
+    )
 
 
 def store_command_result(row: m.DeployStep | m.Probe, result: CommandResult) -> None:
@@ -240,8 +242,11 @@ def store_command_result(row: m.DeployStep | m.Probe, result: CommandResult) -> 
     row.output = result.output
 
 
-def record(row: m.DeployStep, run: str) -> records.DeployStep:
-    return records.from_row(records.DeployStep, row, run=run, drift_reason=drift_reason(row, run))
+def record(row: m.DeployStep, run: str, note: str | None = None) -> records.DeployStep:
+    return records.from_row(
+        records.DeployStep, row, run=run, drift_reason=drift_reason(row, run),
+        held=was_held(row), launch_note=note,
+    )  # fmt: skip
 
 
 def drift_reason(row: m.DeployStep, run: str) -> str | None:

@@ -7,6 +7,7 @@ the sha256 of each file), so the write itself is short.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -146,9 +147,12 @@ def record(
 def _hypothesis_for_fix(
     session: Session, inv: int, hypothesis: int | str
 ) -> tuple[m.Hypothesis, bool]:
-    if isinstance(hypothesis, int) or str(hypothesis).strip().isdigit():
-        return hypothesis_row(session, inv, int(hypothesis)), False
     text = str(hypothesis).strip()
+    if isinstance(hypothesis, int) or re.fullmatch(r"[-+]?#?\s*\d+", text):
+        number = int(re.sub(r"[#\s]", "", text))
+        if number < 1:  # `--hypothesis -3` is a mistyped id, not the text of a new hypothesis
+            raise UsageError(f"a hypothesis id is a whole number from 1, not {text!r}")
+        return hypothesis_row(session, inv, number), False
     if not text:
         raise UsageError("a fix needs the id of a hypothesis or the text of a new one")
     row = m.Hypothesis(investigation_id=inv, text=text)

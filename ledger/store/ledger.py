@@ -28,6 +28,7 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
 from ledger.model.imports import ImportResult
 from ledger.model.records import StepWrite
+from ledger.proc import give_back, stoppable
 from ledger.store import (
     compare,
     deploys,
@@ -213,18 +214,26 @@ class Ledger(LaunchMethods):
         artifact: str | os.PathLike[str] | None = None,
         timeout: float | None = None,
         echo: Echo | None = None,
+        allow_drift: bool = False,
+        new: bool = False,
     ) -> records.DeployStep:
-        """Run one deploy step (no shell) and record it; the row exists before the command
-        starts, so a deploy killed halfway still shows up (with no exit code)."""
+        """Run one deploy step (no shell) and record it (the row exists before the command
+        starts). A drifted artifact holds the step, not run (`held`), unless `allow_drift`.
+        SIGTERM, SIGHUP and Ctrl-C stop the command's process group and close the row
+        before they are given back (ledger.proc). An unknown run is refused unless `new`."""
         argv = deploys.check_command(command, step)
         check = self.check_artifact(run, artifact) if artifact is not None else None
-        with self._write() as (s, inv):
-            step_id = deploys.new_step(s, inv, run, step, argv, check).id
-        result = deploys.run(argv, timeout=timeout, echo=echo)
-        with self._write() as (s, _):
-            done = deploys.finish_step(s, step_id, run, result)
-        if result.interrupted:
-            raise KeyboardInterrupt
+        held = bool(check is not None and check.drift) and not allow_drift
+        with stoppable() as stop:
+            with self._write() as (s, inv):
+                row, note = deploys.new_step(s, inv, run, step, argv, check, new=new, held=held)
+                if held:
+                    return deploys.record(row, run, note)
+                step_id = row.id
+            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
+            with self._write() as (s, _):
+                done = deploys.finish_step(s, step_id, run, result, note)
+            give_back(stop, result)
         return done
 
     def record_deploy(
@@ -236,12 +245,13 @@ class Ledger(LaunchMethods):
         exit_code: int,
         artifact: str | os.PathLike[str] | None = None,
         output: str | None = None,
+        new: bool = False,
     ) -> records.DeployStep:
         """Record a step that ran elsewhere."""
         argv = deploys.check_command(command, step)
         check = self.check_artifact(run, artifact) if artifact is not None else None
         with self._write() as (s, inv):
-            return deploys.record_only(s, inv, run, step, argv, check, exit_code, output)
+            return deploys.record_only(s, inv, run, step, argv, check, exit_code, output, new)
 
     def deploy_steps(self, run: str) -> list[records.DeployStep]:
         with self._read() as (s, inv):
@@ -414,7 +424,7 @@ class Ledger(LaunchMethods):
         of a command ledger ran itself (never refused as a copy of another run's log)."""
         file = Path(path)
         ingest.check_readable(file)
-        name = run or ingest.run_name_for(file)
+        name = ingest.run_name_for(file) if run is None else run
         if file.name.endswith(".json"):
             with self._write() as (s, inv):
                 return trainer_state.ingest(s, inv, file, name)
@@ -452,31 +462,26 @@ class Ledger(LaunchMethods):
         sleep: Callable[[float], None] = time.sleep,
         new: bool = False,
     ) -> records.ProbeResult:
-        """Wait `wait` seconds, run `command` (no shell), record and read what it said.
-
-        An unknown run is refused unless `new`; Ctrl-C during the wait is recorded (exit 130).
-        """
-        argv = probes.check_command(command)
-        with self._write() as (s, inv):
-            probe_id, run_id = probes.start(s, inv, run, argv, new)
-            kept = settings.patterns(s)
-        try:
-            if wait > 0:
-                sleep(wait)
-        except KeyboardInterrupt:
+        """Wait `wait` seconds, run `command` (no shell), record and read what it said. An
+        unknown run is refused unless `new`; signals are taken as `deploy` takes them."""
+        argv = probes.check_command(command, patterns)  # a bad pattern fails before the wait
+        with stoppable() as stop:
+            with self._write() as (s, inv):
+                probe_id, run_id = probes.start(s, inv, run, argv, new)
+                kept = settings.patterns(s)
+            if not probes.wait(wait, sleep, stop):
+                with self._write() as (s, _):
+                    probes.interrupted(s, probe_id, stop)
+                give_back(stop, None)
+            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
+            with self._read() as (s, _):
+                earlier = probes.previous(s, run_id, probe_id)
+            reading = probes.read_output(
+                run, probe_id, argv, result, [*kept, *patterns], earlier, stall_after
+            )
             with self._write() as (s, _):
-                probes.interrupted(s, probe_id)
-            raise
-        result = deploys.run(argv, timeout=timeout, echo=echo)
-        with self._read() as (s, _):
-            earlier = probes.previous(s, run_id, probe_id)
-        reading = probes.read_output(
-            run, probe_id, argv, result, [*kept, *patterns], earlier, stall_after
-        )
-        with self._write() as (s, _):
-            probes.finish(s, probe_id, run_id, result, reading)
-        if result.interrupted:
-            raise KeyboardInterrupt
+                probes.finish(s, probe_id, run_id, result, reading)
+            give_back(stop, result)
         return probes.result_record(probe_id, run, result, reading)
 
     # -- analysis ------------------------------------------------------------------------------

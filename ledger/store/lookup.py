@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from ledger.config import DEFAULT_INVESTIGATION
 from ledger.db import models as m
 from ledger.db.types import utcnow
-from ledger.errors import NotFoundError
+from ledger.errors import NotFoundError, UsageError
 from ledger.store import gate
 
 NO_INVESTIGATION = -1  # the id a read uses for an investigation not created yet: no rows match
@@ -73,8 +73,29 @@ def run_row(session: Session, inv: int, name: str) -> m.Run:
     return row
 
 
+def check_run_name(name: str) -> str:
+    """A name a new run may take: not empty or blank, no control character (a newline, an
+    ESC sequence that would repaint a terminal). Every run is made by ensure_run, so this
+    is the one check."""
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError("a run needs a name (e.g. eager_dynamiccopy), not an empty or blank one")
+    bad = next((c for c in name if _is_control(c)), None)
+    if bad is not None:
+        raise UsageError(f"a run name holds no control characters; {name!r} has {bad!r} in it")
+    return name
+
+
+def _is_control(char: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(char) in ("Cc", "Zl", "Zp")
+
+
 def ensure_run(session: Session, inv: int, name: str) -> tuple[m.Run, bool]:
-    """The run called `name`, created (fate unknown) when new; True when this call made it."""
+    """The run called `name`, created (fate unknown) when new; True when this call made it.
+    The name is checked first, even for a run that exists: one stored before names were
+    checked can still be read (run_row), not written to under that name."""
+    check_run_name(name)
     row = find_run(session, inv, name)
     if row is not None:
         return row, False

@@ -10,7 +10,8 @@ times out or is interrupted is still a row with its exit status.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,8 +25,8 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.logs import LogEvent, LogSummary
 from ledger.model.terms import FAILED_FATES, Fate
-from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult
-from ledger.store import gate
+from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult, Stop
+from ledger.store import gate, settings
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run
 from ledger.store.lookup import run_row as run_row_of
@@ -42,13 +43,33 @@ class Earlier:
     ended_at: datetime
 
 
-def check_command(command: Sequence[str]) -> list[str]:
+def check_command(command: Sequence[str], patterns: Sequence[str] = ()) -> list[str]:
+    """The probe's command, and its step-line patterns checked: a bad one is refused
+    before anything waits or runs."""
     argv = [str(a) for a in command]
     if not argv:
         raise UsageError(
             "give the command after --, e.g. ledger probe --run R -- tail -n 90 train.log"
         )
+    for pattern in patterns:
+        settings.check_pattern(pattern)
     return argv
+
+
+def wait(seconds: float, sleep: Callable[[float], None], stop: Stop | None) -> bool:
+    """The wait before the probe's command (`--wait 360`); False when a signal or Ctrl-C
+    cut it short (then `stop` holds the signal)."""
+    if seconds <= 0:
+        return True
+    try:
+        if stop is None:
+            sleep(seconds)
+            return True
+        return stop.sleep(seconds, sleep)
+    except KeyboardInterrupt:
+        if stop is not None:
+            stop.signum = stop.signum or signal.SIGINT
+        return False
 
 
 def start(session: Session, inv: int, run: str, argv: list[str], new: bool) -> tuple[int, int]:
@@ -137,12 +158,17 @@ def read_output(
     return Reading(summary.fate, reason, summary, conclusion, events)
 
 
-def interrupted(session: Session, probe_id: int) -> None:
-    """A probe stopped by Ctrl-C before its command ran: recorded as such, exit 130."""
+def interrupted(session: Session, probe_id: int, stop: Stop | None) -> None:
+    """A probe stopped before its command ran: by Ctrl-C (exit 130), SIGTERM (143) or
+    SIGHUP (129), recorded as such."""
     row = session.get_one(m.Probe, probe_id)
     row.ended_at = utcnow()
-    row.exit_code = EXIT_INTERRUPTED
-    row.conclusion = "interrupted before the command ran"
+    signum = stop.signum if stop is not None else None
+    row.exit_code = EXIT_INTERRUPTED if signum is None else 128 + signum
+    if signum in (None, signal.SIGINT):
+        row.conclusion = "interrupted before the command ran"
+    else:
+        row.conclusion = f"stopped by {signal.Signals(signum).name} before the command ran"
 
 
 def finish(

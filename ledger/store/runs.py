@@ -49,13 +49,7 @@ def summary(session: Session, row: m.Run) -> records.RunSummary:
         hypothesis_id = session.scalar(
             select(m.Patch.hypothesis_id).where(m.Patch.id == row.patch_id)
         )
-    deploy_count, checked, drifted = session.execute(
-        select(
-            func.count(m.DeployStep.id),
-            func.count(m.DeployStep.drift),  # steps whose artifact was compared at all
-            func.count(m.DeployStep.id).filter(m.DeployStep.drift.is_(True)),
-        ).where(m.DeployStep.run_id == row.id)
-    ).one()
+    deploy_count = count(session, m.DeployStep, m.DeployStep.run_id == row.id)
     return records.RunSummary(
         run=row.name,
         fate=row.fate,
@@ -64,8 +58,8 @@ def summary(session: Session, row: m.Run) -> records.RunSummary:
         last_step=last,
         hypothesis_id=hypothesis_id,
         patch_id=row.patch_id,
-        deploy_steps=int(deploy_count or 0),
-        drift=drifted > 0 if checked else None,
+        deploy_steps=deploy_count,
+        drift=deploys.current_drift(session, row.id),
         log_files=count(session, m.LogFile, m.LogFile.run_id == row.id),
         probes=count(session, m.Probe, m.Probe.run_id == row.id),
         created_at=row.created_at,
@@ -106,6 +100,7 @@ def detail(session: Session, row: m.Run) -> records.RunDetail:
         launch=launch,
         launches=launches.detailed(session, row),
         decision=last_decision(session, row),
+        drift=deploys.current_drift(session, row.id),
     )
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.model import records
+from ledger.store import deploys
 
 # When two rows share a timestamp, the causal order: an idea precedes its patch, etc.
 _ORDER = {
@@ -107,6 +108,8 @@ def _deploys(session: Session, inv: int) -> list[records.TimelineEntry]:
     query = select(m.DeployStep, m.Run.name).join(m.Run).where(m.Run.investigation_id == inv)
     for d, run in session.execute(query):
         status = "running" if d.exit_code is None else f"exit {d.exit_code}"
+        if deploys.was_held(d):
+            status = "not run"
         if d.timed_out:
             status = "timed out"
         if d.recorded_only:

@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.errors import UsageError
+from ledger.launchcmd import split as read_launch
 from ledger.store import compare, launches
 from ledger.store.columnar import fetch_floats
-from ledger.store.deploys import split_flags
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
@@ -328,11 +328,12 @@ def _config(session: Session, run_id: int) -> tuple[ConfigRow, ...]:
 
 
 def _command_flags(command: str) -> list[tuple[str, str]]:
+    """The flags of the command line the hook kept, read as a relaunch's are."""
     try:
         words = shlex.split(command)
     except ValueError:  # an unclosed quote: read the words as they are
         words = command.split()
-    return split_flags(words)
+    return list(read_launch(words).flags)
 
 
 def changes_between(session: Session, ref: m.Run | None, run: m.Run) -> list[ChangeRow]:
