@@ -221,9 +221,10 @@ def _steady_rows(throughput: float, n: int = 600, seed: int = 0) -> list[dict[st
 
 
 def test_why_names_the_budget_of_a_relaunch_through_ssh_and_pct(lg: Any) -> None:
-    """The issue's case: 17 % slower, relaunched as `ssh host "pct exec 200 -- torchrun …"`."""
-    lg.add_steps("budget16k", _steady_rows(14200, seed=1), throughput_unit="tok/s")
-    lg.add_steps("budget4k", _steady_rows(14200 * 0.83, seed=2), throughput_unit="tok/s")
+    """The issue's case: 17 % slower, relaunched as `ssh host "pct exec 200 -- torchrun …"`.
+    As in the loop: the relaunch is recorded, then its steps arrive (in that launch)."""
+    lg.ensure_run("budget16k")
+    lg.ensure_run("budget4k")
     fast = _relaunch(
         "budget16k", "ssh", "host",
         "pct exec 200 -- torchrun --nproc_per_node 8 train.py --token-budget 16384",
@@ -233,6 +234,8 @@ def test_why_names_the_budget_of_a_relaunch_through_ssh_and_pct(lg: Any) -> None
         "pct exec 200 -- torchrun --nproc_per_node 8 train.py --token-budget 4096",
     )  # fmt: skip
     assert fast.exit_code == 0 and slow.exit_code == 0, slow.stderr
+    lg.add_steps("budget16k", _steady_rows(14200, seed=1), throughput_unit="tok/s")
+    lg.add_steps("budget4k", _steady_rows(14200 * 0.83, seed=2), throughput_unit="tok/s")
     result = run_cli("why", "budget4k", "--against", "budget16k", "--json")
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)

@@ -102,6 +102,9 @@ def test_slow_launch_fix_relaunch_watch_each_launch_its_own_verdict(box: Path) -
     assert done.returncode == 1, done.stderr
     third = json.loads(done.stdout)
     assert third["outcome"] == "regression" and third["launch"] == 3
+    # watch stopped reading the log at its decision; the rest is read as a user would,
+    # into the same launch
+    assert _ledger("ingest", str(log), "--run", "eager_b").returncode == 0
 
     # 4. What is kept: three launches, each with its fate and its own verdict; compare
     # judges the latest unless asked; nothing is spliced (no change point at a seam).
