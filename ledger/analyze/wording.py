@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledger.model.terms import Verdict
+from ledger.model.terms import Fate, Verdict
 
 if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
@@ -127,13 +127,36 @@ def _core(
     )
 
 
+# The fates of a launch that may be called recovered: it ended well, or it is still going.
+RECOVERABLE_FATES = frozenset({Fate.FINISHED, Fate.RUNNING})
+# The fates of a launch that died: never "recovered", whatever its figure.
+DEAD_FATES = frozenset({Fate.KILLED, Fate.OOM, Fate.CRASHED, Fate.NCCL, Fate.STALLED})
+
+
+def recovery_word(recovered: bool | None, fate: str | None = None) -> tuple[str, bool]:
+    """What a run's figure against the baseline makes it, and whether that is good news:
+    'recovered' only for a finished or running launch; a run that died is named by its
+    fate ('killed: not a recovery'), whatever its figure."""
+    if recovered is None:
+        return "not comparable", False
+    if fate is not None and fate in DEAD_FATES:
+        return f"{fate}: not a recovery", False
+    if fate is not None and fate not in RECOVERABLE_FATES:
+        return ("at the baseline, not finished" if recovered else "not recovered"), False
+    return ("recovered", True) if recovered else ("not recovered", False)
+
+
 def baseline_sentence(
-    vs_baseline_pct: float | None, value: float | None, recovered: bool | None
+    vs_baseline_pct: float | None,
+    value: float | None,
+    recovered: bool | None,
+    fate: str | None = None,
 ) -> str:
-    """'at 99.1 % of the 14.2K baseline' (+ 'recovered' or 'not recovered')."""
+    """'at 99.1 % of the 14.2K baseline' (+ 'recovered', 'not recovered', or for a run
+    that died its fate: 'killed: not a recovery')."""
     if vs_baseline_pct is None or value is None:
         return ""
-    state = {True: "recovered", False: "not recovered", None: "not comparable"}[recovered]
+    state, _ = recovery_word(recovered, fate)
     return f"at {vs_baseline_pct:.1f} % of the {short_value(value)} baseline ({state})"
 
 

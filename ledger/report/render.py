@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # What `ledger report --out` accepts, and what its help lists (from this same table).
 FORMAT_HELP = {
-    ".html": "one self-contained page",
+    ".html": "one self-contained page, its charts as inline SVG",
     ".png": "one image: title, verdict, then the figures",
     ".pdf": "a printable document: title, verdict, table, chains, then the figures",
 }
@@ -62,8 +62,28 @@ def _html(data: ReportData) -> str:
     from ledger.report.figures import overview_figures
     from ledger.report.html import render_html
 
-    images = {name: _png(figure) for name, figure in overview_figures(data).items()}
-    return render_html(data, images)
+    charts = {name: svg(figure, name) for name, figure in overview_figures(data).items()}
+    return render_html(data, charts)
+
+
+def svg(figure: Figure, prefix: str) -> str:
+    """The figure as inline SVG markup with its text as text (crisp at any zoom, searchable,
+    copyable), scaled to its container; its ids prefixed so that several figures share a
+    page without their clip paths crossing."""
+    import re
+
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": prefix}):
+        figure.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    size = r'(<svg[^>]*?) width="[\d.]+pt" height="[\d.]+pt"'
+    text = re.sub(size, r'\1 width="100%"', text, count=1)
+    text = re.sub(r'\bid="', f'id="{prefix}-', text)
+    text = text.replace("url(#", f"url(#{prefix}-").replace('href="#', f'href="#{prefix}-')
+    return text
 
 
 def _png_report(data: ReportData) -> bytes:

@@ -103,3 +103,26 @@ def wrap(text: str, width: int) -> list[str]:
             textwrap.wrap(paragraph, width, break_long_words=True, break_on_hyphens=False) or [""]
         )
     return lines
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters broken at spaces only: a word longer
+    than a line is shortened in its middle (`shorten`), never split across lines."""
+    import textwrap
+
+    words = [w if len(w) <= width else shorten(w, width) for w in clean(text).split()]
+    return textwrap.wrap(" ".join(words), width, break_long_words=False) or [""]
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` (on one line) cut to at most `limit` characters at a word boundary, with an
+    ellipsis; a first word longer than the limit is cut inside it (nothing else to do)."""
+    value = one_line(text)
+    if len(value) <= limit:
+        return value
+    room = max(limit - 1, 1)
+    head = value[:room]
+    space = head.rfind(" ")
+    if space >= room // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:.-") + ELLIPSIS
