@@ -146,4 +146,4 @@ def test_the_png_opens_with_the_title_and_the_verdict(reported) -> None:
     texts = " ".join(figure_texts(heading_figure(reported.report_data())))
     assert "Throughput investigation: default" in texts
     assert "Latest attempt: never_started (unknown): not measured" in texts
-    assert "attempt (oom) at 11K tok/s (its steady median before the OOM)" in texts
+    assert "attempt (oom) at 11K tok/s effective (from its steps before the OOM)" in texts

@@ -85,7 +85,9 @@ def test_figure_text_holds_no_control_character(hostile) -> None:
 
     for figure in overview_figures(hostile.report_data()).values():
         for text in figure_texts(figure):
-            assert not [ch for ch in text if unicodedata.category(ch) in ("Cf", "Cc")], text
+            # a newline is where a long title wraps; nothing else of the kind gets through
+            odd = [ch for ch in text if unicodedata.category(ch) in ("Cf", "Cc") and ch != "\n"]
+            assert not odd, text
 
 
 def test_short_names_stay_distinct() -> None:

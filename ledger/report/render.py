@@ -81,7 +81,15 @@ def svg(figure: Figure, prefix: str) -> str:
     text = text[text.index("<svg") :]
     size = r'(<svg[^>]*?) width="[\d.]+pt" height="[\d.]+pt"'
     text = re.sub(size, r'\1 width="100%"', text, count=1)
-    text = re.sub(r'\bid="', f'id="{prefix}-', text)
+    seen: dict[str, int] = {}
+
+    def unique(match: re.Match[str]) -> str:  # a gid given to several artists repeats
+        name = match.group(1)
+        seen[name] = seen.get(name, 0) + 1
+        suffix = f"-{seen[name]}" if seen[name] > 1 else ""
+        return f'id="{prefix}-{name}{suffix}"'
+
+    text = re.sub(r'\bid="([^"]*)"', unique, text)
     text = text.replace("url(#", f"url(#{prefix}-").replace('href="#', f'href="#{prefix}-')
     return text
 
