@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import report_runs as rr
 
+from ledger.model.analysis import RunAnalysis
 from ledger.model.report import RAN_FIRST_STEP
+from ledger.store import Ledger
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +37,7 @@ def ledger_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def opened(ledger_dir: Path):  # type: ignore[no-untyped-def]
+def opened(ledger_dir: Path) -> Iterator[Ledger]:
     import ledger
 
     with ledger.open(ledger_dir / "ledger.db", create=False) as lg:
@@ -42,8 +45,9 @@ def opened(ledger_dir: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def analyses(opened):  # type: ignore[no-untyped-def]
-    return {a.name: a.analysis for a in opened.report_data().attempts}
+def analyses(opened: Ledger) -> dict[str, RunAnalysis]:
+    found = {a.name: a.analysis for a in opened.report_data().attempts}
+    return {name: a for name, a in found.items() if a is not None}
 
 
 FIGURE = r"(\d+(?:\.\d+)?)K"  # a figure as the report writes it: '12.8K', '11K'
@@ -61,7 +65,9 @@ def _says(pattern: str, text: str, value: float) -> bool:
     return any(_near(m.group(1), value) for m in re.finditer(pattern, text))
 
 
-def test_the_medians_hide_what_the_effective_figure_shows(analyses) -> None:  # type: ignore[no-untyped-def]
+def test_the_medians_hide_what_the_effective_figure_shows(
+    analyses: dict[str, RunAnalysis],
+) -> None:
     for name in ("eager_stall", "eager_spikes"):
         a = analyses[name]
         assert a.median == pytest.approx(rr.LEVEL, rel=0.01)  # the typical step is fine
@@ -70,7 +76,7 @@ def test_the_medians_hide_what_the_effective_figure_shows(analyses) -> None:  # 
         )
 
 
-def test_runs_ingested_out_of_order_are_listed_in_the_order_they_ran(opened) -> None:  # type: ignore[no-untyped-def]
+def test_runs_ingested_out_of_order_are_listed_in_the_order_they_ran(opened: Ledger) -> None:
     data = opened.report_data()
     assert [a.name for a in data.attempts] == list(rr.RAN)
     assert all(a.ran_from == RAN_FIRST_STEP for a in data.attempts)  # and it says how it knows
