@@ -127,22 +127,19 @@ def _core(
     )
 
 
-# The fates of a launch that may be called recovered: it ended well, or it is still going.
-RECOVERABLE_FATES = frozenset({Fate.FINISHED, Fate.RUNNING})
 # The fates of a launch that died: never "recovered", whatever its figure.
 DEAD_FATES = frozenset({Fate.KILLED, Fate.OOM, Fate.CRASHED, Fate.NCCL, Fate.STALLED})
 
 
 def recovery_word(recovered: bool | None, fate: str | None = None) -> tuple[str, bool]:
     """What a run's figure against the baseline makes it, and whether that is good news:
-    'recovered' only for a finished or running launch; a run that died is named by its
-    fate ('killed: not a recovery'), whatever its figure."""
+    'recovered' for a finished or running launch (or one whose fate nothing tells); a
+    run that died is named by its fate ('killed: not a recovery'), whatever its figure."""
     if recovered is None:
         return "not comparable", False
     if fate is not None and fate in DEAD_FATES:
         return f"{fate}: not a recovery", False
-    if fate is not None and fate not in RECOVERABLE_FATES:
-        return ("at the baseline, not finished" if recovered else "not recovered"), False
+    # finished, running, or nothing known against it (a run fed through the API)
     return ("recovered", True) if recovered else ("not recovered", False)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger.analyze.wording import short_value
@@ -114,7 +114,7 @@ def short_labels(data: ReportData) -> dict[str, str]:
     return short_names(names, NAME_CHARS)
 
 
-def render_html(data: ReportData, images: dict[str, bytes | str]) -> str:
+def render_html(data: ReportData, images: Mapping[str, bytes | str]) -> str:
     """The whole page; `images` maps figure names to inline SVG markup (or PNG bytes)."""
     labels = short_labels(data)
     parts = [
@@ -166,7 +166,7 @@ def _verdicts(data: ReportData, labels: dict[str, str]) -> list[str]:
     return ['<div class="verdict"><ul>', *[f"<li>{i}</li>" for i in items], "</ul></div>"]
 
 
-def _figure(images: dict[str, bytes | str], name: str, alt: str) -> str:
+def _figure(images: Mapping[str, bytes | str], name: str, alt: str) -> str:
     """A chart: inline SVG markup (str) as it is, inside a labelled figure; PNG bytes as
     an embedded image."""
     chart = images.get(name)

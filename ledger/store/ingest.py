@@ -35,6 +35,7 @@ from ledger.store import gate
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
+from ledger.store.units import house_spelling
 
 if TYPE_CHECKING:
     from ledger.model.logs import Found
@@ -301,7 +302,7 @@ def read_log(
         run_row.fate = summary.fate
         run_row.fate_reason = summary.fate_reason or None  # the gate redacts and bounds it
     if summary.throughput.unit and not run_row.throughput_unit:
-        run_row.throughput_unit = summary.throughput.unit
+        run_row.throughput_unit = house_spelling(session, run_row, summary.throughput.unit)
     steps, ranks, _ = step_counts(session, run_row.id)
     data["steps"], data["ranks"] = steps, ranks
     return records.IngestResult(
