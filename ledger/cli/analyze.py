@@ -223,14 +223,14 @@ def _render_baseline(b: Baseline) -> str:
     "--from-run",
     "from_run",
     metavar="NAME",
-    help="Use the steady median throughput of this run instead of a number.",
+    help="Use the effective throughput of this run (stalls included) instead of a number.",
 )
 @json_option
 @with_ledger()
 def baseline_set(
     lg: Ledger, value: float | None, unit: str | None, from_run: str | None, as_json: bool
 ) -> None:
-    """Set the baseline to VALUE, or to the steady median of --from-run NAME."""
+    """Set the baseline to VALUE, or to the effective throughput of --from-run NAME."""
     if (value is None) == (from_run is None):
         raise click.UsageError("give either VALUE or --from-run NAME")
     if from_run is not None and unit is not None:

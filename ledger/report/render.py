@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 FORMAT_HELP = {
     ".html": "one self-contained page, its charts as inline SVG",
     ".png": "one image: title, verdict, then the figures",
-    ".pdf": "a printable document: title, verdict, table, chains, then the figures",
+    ".pdf": "a printable document: title, verdict, table, chains with their why cards, "
+    "then the figures",
 }
 FORMATS = tuple(FORMAT_HELP)
 DPI = 110
