@@ -123,3 +123,23 @@ def test_a_long_name_wraps_in_the_tables(lg, tmp_path: Path) -> None:
     page = lg.write_report(tmp_path / "r.html").read_text()
     assert "overflow-wrap: anywhere" in page
     assert LONG in page  # whole, on its card and as the table's tooltip
+
+
+def test_names_in_any_script_draw_without_a_missing_glyph_warning(lg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Hebrew in the PDF's monospace table comes from DejaVu Sans; a CJK or emoji name
+    (no shipped face holds them) is drawn with □ in figures, whole in the HTML."""
+    import warnings
+
+    lg.set_baseline(14200, "tok/s")
+    lg.add_steps("ref", steps(14200, seed=1, wall_from=1.7e9), throughput_unit="tok/s")
+    for i, name in enumerate(["אימון_ב", "训练_慢", "run_🚀", "تدريب"]):
+        rows = steps(13000 + 300 * i, seed=2 + i, wall_from=1.7e9 + 5000 * (i + 1))
+        lg.add_steps(name, rows, throughput_unit="tok/s")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for out in ("r.png", "r.pdf", "r.html"):
+            lg.write_report(tmp_path / out)
+        lg.compare(["ref", "训练_慢", "run_🚀"], plot=tmp_path / "c.png")
+    assert not [str(w.message) for w in caught if "Glyph" in str(w.message)]
+    page = (tmp_path / "r.html").read_text()
+    assert "训练_慢" in page.replace("<wbr>", "") and "run_🚀" in page.replace("<wbr>", "")

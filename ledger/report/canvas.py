@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.model.report import Attempt, ReportData
+from ledger.report.glyphs import drawable
 from ledger.report.plots import run_colors
 from ledger.report.text import FIGURE_NAME_CHARS, escape_math, short_names
 
@@ -70,7 +71,7 @@ class Look:
     def __init__(self, data: ReportData) -> None:
         names = [a.name for a in data.attempts]
         self.labels = {
-            name: escape_math(label)
+            name: escape_math(drawable(label))
             for name, label in short_names(names, FIGURE_NAME_CHARS).items()
         }
         self.colors = dict(zip(names, run_colors(len(names)), strict=True))

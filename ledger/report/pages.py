@@ -12,6 +12,7 @@ from ledger.analyze.wording import short_value
 from ledger.model.report import Attempt, ReportData
 from ledger.report import story
 from ledger.report.canvas import PAGE
+from ledger.report.glyphs import MONO, SANS, drawable
 from ledger.report.html import Columns, event_counts, ran_text
 from ledger.report.numbers import grouped
 from ledger.report.plots import figure_words, stall_words
@@ -75,8 +76,9 @@ class Flow:
         page = self.pages[-1]
         page.text(
             (MARGIN + style.indent) / self.size[0], 1 - self.y / self.size[1],
-            escape_math(clean(text).replace("\n", " ")),
-            fontsize=style.size, fontweight=style.weight, family=style.family,
+            escape_math(drawable(clean(text).replace("\n", " "))),
+            fontsize=style.size, fontweight=style.weight,
+            family=MONO if style.family == "monospace" else SANS,
             color=style.color, va="top", ha="left",
         )  # fmt: skip
         self.y += height

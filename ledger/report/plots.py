@@ -62,7 +62,11 @@ def plain_text() -> Iterator[None]:
     drawing and the saving: tick labels are made when the figure is saved."""
     from matplotlib import rc_context
 
-    with rc_context({"text.usetex": False, "text.parse_math": True}):
+    from ledger.report.glyphs import SANS
+
+    settings = {"text.usetex": False, "text.parse_math": True, "font.family": "sans-serif",
+                "font.sans-serif": SANS}  # fmt: skip
+    with rc_context(settings):
         yield
 
 
@@ -252,10 +256,11 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
 def wrapped_title(text: str, width_in: float, fontsize: float = 10.0, *, raw: bool = False) -> str:
     """A title broken at spaces into lines that fit `width_in` inches (never cut); `$`
     escaped unless `raw` (text already made for matplotlib)."""
+    from ledger.report.glyphs import drawable
     from ledger.report.text import escape_math, one_line, wrap_words
 
     per_line = max(20, int(width_in * 72 / (fontsize * 0.6)))
-    lines = wrap_words(one_line(text), per_line)
+    lines = wrap_words(drawable(one_line(text)), per_line)
     return "\n".join(line if raw else escape_math(line) for line in lines)
 
 
