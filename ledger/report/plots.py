@@ -64,9 +64,10 @@ def plain_text() -> Iterator[None]:
 
     from ledger.report.glyphs import SANS
 
-    settings = {"text.usetex": False, "text.parse_math": True, "font.family": "sans-serif",
-                "font.sans-serif": SANS}  # fmt: skip
-    with rc_context(settings):
+    with rc_context(
+        {"text.usetex": False, "text.parse_math": True, "font.family": "sans-serif",
+         "font.sans-serif": SANS}
+    ):  # fmt: skip
         yield
 
 
