@@ -375,3 +375,10 @@ def test_an_ingested_run_takes_the_investigations_spelling(lg, tmp_path) -> None
                  throughput_unit="tokens/sec")  # fmt: skip
     report = lg.compare(["spelled", "other"])
     assert not [n for n in report.notes if " is in " in n], report.notes  # no unit warning
+
+
+def test_counts_agree_with_their_noun() -> None:
+    from ledger.analyze.wording import counted
+
+    assert counted(1, "step") == "1 step" and counted(2, "step") == "2 steps"
+    assert counted(1500, "steady step") == "1,500 steady steps"

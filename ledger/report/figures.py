@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ledger.analyze.wording import counted
 from ledger.model.report import Attempt, ReportData
 from ledger.model.terms import FAULT_FATES
 from ledger.report import story
@@ -118,7 +119,7 @@ def _unmeasured(ax: Axes, x: float, attempt: Attempt, color: str) -> None:
         edgecolors=color, linewidths=1.5, zorder=3, clip_on=False, gid="unmeasured",
     )  # fmt: skip
     steps = attempt.detail.steps
-    words = "no steps" if not steps else f"{steps:,} steps,\nnot measured"
+    words = "no steps" if not steps else f"{counted(steps, 'step')},\nnot measured"
     ax.annotate(
         words, (x, 0.04), xycoords=ax.get_xaxis_transform(), xytext=(0, 10),
         textcoords="offset points", ha="center", fontsize=7, color=color,
