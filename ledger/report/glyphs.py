@@ -27,7 +27,7 @@ def _faces() -> tuple[Any, ...]:
 @lru_cache(maxsize=4096)
 def covered(ch: str) -> bool:
     """True when one of the report's faces holds a glyph for `ch`."""
-    if ch in "\n\t " or ch.isascii():
+    if ch in "\n\t \ue000\ue001" or ch.isascii():
         return True
     return any(face.get_char_index(ord(ch)) for face in _faces())
 
@@ -37,3 +37,22 @@ def drawable(text: str) -> str:
     if text.isascii():
         return text
     return "".join(ch if covered(ch) else MISSING for ch in text)
+
+
+# Names and other ledger text are isolated from the sentence around them (Unicode's first
+# strong isolate … pop directional isolate), so a right-to-left name neither turns the
+# whole line right-to-left nor pulls the numbers beside it. The isolates are carried as
+# private-use stand-ins through cleaning (which drops every bidi control a user could
+# have typed) and made real by `isolated`, the last step before matplotlib.
+OPEN, CLOSE = "\ue000", "\ue001"
+_REAL = str.maketrans({OPEN: "\u2068", CLOSE: "\u2069"})
+
+
+def isolate(text: str) -> str:
+    """`text` marked to be drawn isolated from what surrounds it."""
+    return f"{OPEN}{text}{CLOSE}"
+
+
+def isolated(text: str) -> str:
+    """`text` with its isolation marks made real (FSI … PDI)."""
+    return text.translate(_REAL) if OPEN in text or CLOSE in text else text

@@ -12,7 +12,7 @@ from ledger.analyze.wording import short_value
 from ledger.model.report import Attempt, ReportData
 from ledger.report import story
 from ledger.report.canvas import PAGE
-from ledger.report.glyphs import MONO, SANS, drawable
+from ledger.report.glyphs import CLOSE, MONO, OPEN, SANS, drawable, isolate, isolated
 from ledger.report.html import Columns, event_counts, ran_text
 from ledger.report.numbers import grouped
 from ledger.report.plots import figure_words, stall_words
@@ -76,7 +76,7 @@ class Flow:
         page = self.pages[-1]
         page.text(
             (MARGIN + style.indent) / self.size[0], 1 - self.y / self.size[1],
-            escape_math(drawable(clean(text).replace("\n", " "))),
+            isolated(escape_math(drawable(clean(text).replace("\n", " ")))),
             fontsize=style.size, fontweight=style.weight,
             family=MONO if style.family == "monospace" else SANS,
             color=style.color, va="top", ha="left",
@@ -164,6 +164,7 @@ def _table(flow: Flow, data: ReportData) -> None:
     for attempt in data.attempts:
         cells = _cells(attempt, columns, labels[attempt.name])
         wrapped = [wrap(cell, width) or [""] for cell, width in zip(cells, widths, strict=True)]
+        wrapped[0] = [isolate(line) for line in wrapped[0]]  # the name: isolated
         for i in range(max(len(w) for w in wrapped)):
             flow.line(_row([w[i] if i < len(w) else "" for w in wrapped], widths), TABLE)
     if not data.attempts:
@@ -197,6 +198,7 @@ def _cells(a: Attempt, columns: Columns, name: str) -> list[str]:
 def _row(cells: list[str], widths: list[int]) -> str:
     out = []
     for (_, _, right), cell, width in zip(TABLE_COLUMNS, cells, widths, strict=True):
+        width += sum(cell.count(mark) for mark in (OPEN, CLOSE))  # drawn as nothing
         out.append(cell.rjust(width) if right else cell.ljust(width))
     return " ".join(out).rstrip()
 
@@ -226,7 +228,7 @@ def _chains(flow: Flow, data: ReportData) -> None:
 def _chain(flow: Flow, a: Attempt, reference: Attempt | None) -> None:
     d = a.detail
     reason = f": {d.fate_reason}" if d.fate_reason else ""
-    name = shorten(d.run, CHAIN_NAME_CHARS)
+    name = isolate(shorten(d.run, CHAIN_NAME_CHARS))
     flow.paragraph(f"run {name} ({d.fate}){reason} — ran {ran_text(a)}", BULLET, hanging="• ")
     if d.patch is not None:
         files = ", ".join(f"{f.path} {f.sha256[:12]}" for f in d.patch.files)

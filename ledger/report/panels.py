@@ -163,7 +163,7 @@ def _title(attempt: Attempt, look: Look) -> str:
     if stalls:
         words += f"; {stalls}"
     # broken at spaces only: a name is never split (the look has shortened it)
-    return wrapped_title(f"{look.label(attempt)} {words}", PANEL_TITLE_IN, 8.5, raw=True)
+    return wrapped_title(f"{look.marked(attempt)} {words}", PANEL_TITLE_IN, 8.5, raw=True)
 
 
 def mark_events(ax: Axes, attempt: Attempt) -> set[str]:

@@ -257,12 +257,12 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
 def wrapped_title(text: str, width_in: float, fontsize: float = 10.0, *, raw: bool = False) -> str:
     """A title broken at spaces into lines that fit `width_in` inches (never cut); `$`
     escaped unless `raw` (text already made for matplotlib)."""
-    from ledger.report.glyphs import drawable
+    from ledger.report.glyphs import drawable, isolated
     from ledger.report.text import escape_math, one_line, wrap_words
 
     per_line = max(20, int(width_in * 72 / (fontsize * 0.6)))
     lines = wrap_words(drawable(one_line(text)), per_line)
-    return "\n".join(line if raw else escape_math(line) for line in lines)
+    return isolated("\n".join(line if raw else escape_math(line) for line in lines))
 
 
 def _compare_key(ax: Axes, report: CompareReport) -> list[Any]:

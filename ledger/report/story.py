@@ -304,6 +304,7 @@ def where(event: RunEvent) -> str:
 
 def plain(line: Line, name_limit: int | None = None) -> str:
     """A line as plain text (PDF, PNG): fates in parentheses, long names shortened."""
+    from ledger.report.glyphs import isolate
     from ledger.report.text import clean, shorten
 
     out = []
@@ -313,5 +314,7 @@ def plain(line: Line, name_limit: int | None = None) -> str:
             text = shorten(" ".join(text.split()), name_limit)
         elif piece.kind == FATE:
             text = f"({text})"
+        if piece.kind in (NAME, USER):  # a right-to-left name keeps the sentence in order
+            text = isolate(text)
         out.append(text)
     return "".join(out)

@@ -64,12 +64,12 @@ def escape_math(text: str) -> str:
 def mpl(text: object, limit: int | None = None) -> str:
     """Text for a matplotlib artist: clean, on one line, shortened, `$` escaped so it is
     never parsed as mathtext (matplotlib shows `\\$` as a plain dollar sign)."""
-    from ledger.report.glyphs import drawable
+    from ledger.report.glyphs import drawable, isolated
 
     value = one_line(text)
     if limit is not None:
         value = shorten(value, limit)
-    return escape_math(drawable(value))
+    return isolated(escape_math(drawable(value)))
 
 
 def short_names(names: Iterable[str], limit: int = FIGURE_NAME_CHARS) -> dict[str, str]:
