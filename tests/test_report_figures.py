@@ -45,7 +45,7 @@ def test_steps_below_the_axis_are_marked_and_counted(reported) -> None:
 def test_a_loss_plot_with_a_line_per_run(reported) -> None:
     loss = _figures(reported)["loss"]
     labels = [line.get_label() for line in loss.axes[0].get_lines()]
-    assert labels == ["reference (unknown)", "attempt (oom)"]
+    assert labels == ["\u2068reference\u2069 (unknown)", "\u2068attempt\u2069 (oom)"]  # isolated
 
 
 def test_gpu_memory_against_the_cards_capacity(reported) -> None:

@@ -84,7 +84,7 @@ def test_figure_text_holds_no_control_character(hostile) -> None:
     from ledger.report.figures import overview_figures
 
     for figure in overview_figures(hostile.report_data()).values():
-        for text in figure_texts(figure):
+        for text in figure_texts(figure, raw=True):
             # a newline is where a long title wraps, and names are isolated (FSI … PDI,
             # balanced); nothing else of the kind gets through
             assert text.count("\u2068") == text.count("\u2069"), text
@@ -158,7 +158,7 @@ def test_a_right_to_left_name_keeps_the_pdf_and_png_sentences_in_order(lg) -> No
     lg.add_steps("ref", steps(14200, seed=1, wall_from=1.7e9), throughput_unit="tok/s")
     lg.add_steps(name, steps(12000, seed=2, wall_from=1.7e9 + 5000), throughput_unit="tok/s")
     data = lg.report_data()
-    texts = figure_texts(heading_figure(data)) + [
+    texts = figure_texts(heading_figure(data), raw=True) + [
         t.get_text() for page in text_pages(data) for t in page.texts
     ]
     said = [t for t in texts if name in t]

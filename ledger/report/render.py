@@ -78,7 +78,9 @@ def svg(figure: Figure, prefix: str) -> str:
     buffer = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": prefix}):
         figure.savefig(buffer, format="svg")
-    text = buffer.getvalue()
+    # the page isolates names with <bdi> and SVG text runs left to right: the figures'
+    # isolation marks are not needed there, and the page holds no bidi control at all
+    text = buffer.getvalue().replace("\u2068", "").replace("\u2069", "")
     text = text[text.index("<svg") :]
     size = r'(<svg[^>]*?) width="[\d.]+pt" height="[\d.]+pt"'
     text = re.sub(size, r'\1 width="100%"', text, count=1)
