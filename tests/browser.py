@@ -232,3 +232,11 @@ WIDTHS = """({
   body: document.body.getBoundingClientRect().right,
   tables: Array.from(document.querySelectorAll("table")).map(t => t.getBoundingClientRect().right),
 })"""
+
+# Each inline SVG chart as drawn: its box on the page and the words it holds (SVG text is
+# text: the reader can search and copy it).
+CHARTS = """Array.from(document.querySelectorAll("figure.chart svg")).map(svg => {
+  const box = svg.getBoundingClientRect();
+  return {width: box.width, height: box.height,
+          text: Array.from(svg.querySelectorAll("text")).map(t => t.textContent).join(" ")};
+})"""

@@ -333,3 +333,52 @@ def test_short_runs_with_a_warmup(n: int) -> None:
     run = analyze_run("short", StepColumns(step=np.arange(n), throughput=values))
     assert run.median == pytest.approx(1000, rel=0.05)
     assert run.steady_from_step >= max(1, n // 10)
+
+
+# -- units: one unit, however spelled -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spelled", "canonical_form"),
+    [
+        ("tok/s", "tok/s"), ("tokens/s", "tok/s"), ("tokens/sec", "tok/s"),
+        ("tok/sec", "tok/s"), ("Tokens per second", "tok/s"), ("tokens_per_sec", "tok/s"),
+        ("samples/sec", "samples/s"), ("sample/s", "samples/s"), ("it/s", "it/s"),
+        ("iters/sec", "it/s"), ("words/s", "words/s"), ("wps", "words/s"),
+        ("MB/s", "mb/s"),
+    ],
+)  # fmt: skip
+def test_one_unit_spelled_several_ways_is_one_unit(spelled: str, canonical_form: str) -> None:
+    from ledger.analyze.units import canonical
+
+    assert canonical(spelled) == canonical_form
+
+
+def test_different_units_stay_different() -> None:
+    from ledger.analyze.units import same_unit, spelled_as
+
+    assert same_unit("tokens/s", "tok/s") and same_unit("samples/sec", "samples/s")
+    assert not same_unit("tok/s", "samples/s") and not same_unit("tok/s", "it/s")
+    assert spelled_as("tokens/sec", "tok/s") == "tok/s"  # the investigation's spelling
+    assert spelled_as("samples/s", "tok/s") == "samples/s"  # another unit keeps its own
+
+
+def test_an_ingested_run_takes_the_investigations_spelling(lg, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "train_spelled.log"
+    log.write_text(
+        "\n".join(f"step {i} | loss 2.0 | tokens/s {14200 + i % 7}" for i in range(1, 200)) + "\n"
+    )
+    lg.set_baseline(14200, "tok/s")
+    lg.ingest(log)
+    assert lg.show("spelled").throughput_unit == "tok/s"
+    lg.add_steps("other", [{"step": i, "throughput": 14200.0} for i in range(1, 200)],
+                 throughput_unit="tokens/sec")  # fmt: skip
+    report = lg.compare(["spelled", "other"])
+    assert not [n for n in report.notes if " is in " in n], report.notes  # no unit warning
+
+
+def test_counts_agree_with_their_noun() -> None:
+    from ledger.analyze.wording import counted
+
+    assert counted(1, "step") == "1 step" and counted(2, "step") == "2 steps"
+    assert counted(1500, "steady step") == "1,500 steady steps"

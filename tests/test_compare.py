@@ -356,3 +356,22 @@ def test_the_command_line_loads_no_analysis_libraries() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_wall_times_that_contradict_the_step_times_are_flagged_not_compared(lg) -> None:  # type: ignore[no-untyped-def]
+    """An import whose stamps are 1 ms apart while each step takes 4.6 s: its effective
+    figure (68M tok/s) is flagged, and the run is neither recovered nor not."""
+    lg.set_baseline(14200, "tok/s")
+    rng = np.random.default_rng(5)
+    rows = [
+        {"step": i, "throughput": 14200.0 * (1 + rng.normal(0, 0.01)), "tokens": 65536.0,
+         "step_time_s": 4.615, "wall_time": 1.7e9 + i * 0.001}
+        for i in range(1, 400)
+    ]  # fmt: skip
+    lg.add_steps("imported", rows, throughput_unit="tokens/s")
+    add_run(lg, "reference", 14200, seed=1)
+    report = lg.compare(["reference", "imported"])
+    (run,) = [r for r in report.runs if r.run == "imported"]
+    assert run.judged_effective > 1e6 and run.recovered is None
+    assert any("contradict its step times" in n for n in report.notes), report.notes
+    assert not [n for n in report.notes if "is in tokens/s" in n]  # the same unit as tok/s

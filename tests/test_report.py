@@ -45,10 +45,14 @@ def test_html_is_self_contained_and_escaped(investigation, tmp_path: Path) -> No
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
     assert csp and "default-src 'none'" in html.unescape(csp.group(1))
     assert not re.search(r"""(?:src|href)=["']?(?:https?:|//)""", page)
-    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
-    assert len(images) >= 3
-    for data in images:
+    charts = re.findall(r'<figure class="chart"[^>]*>\s*(<svg.*?</svg>)', page, re.S)
+    assert len(charts) >= 3  # inline SVG, its words as text
+    for chart in charts:
+        assert "<text" in chart and "<script" not in chart
+    for data in re.findall(r'href="data:image/png;base64,([^"]+)"', page):  # rasterised dots
         assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))  # the figures' ids do not collide on one page
     assert "never_started" in page and "no steps recorded" in page  # shown, not dropped
     assert "oom" in page and "Tried to allocate" in page
 

@@ -45,7 +45,7 @@ def test_steps_below_the_axis_are_marked_and_counted(reported) -> None:
 def test_a_loss_plot_with_a_line_per_run(reported) -> None:
     loss = _figures(reported)["loss"]
     labels = [line.get_label() for line in loss.axes[0].get_lines()]
-    assert labels == ["reference (unknown)", "attempt (oom)"]
+    assert labels == ["\u2068reference\u2069 (unknown)", "\u2068attempt\u2069 (oom)"]  # isolated
 
 
 def test_gpu_memory_against_the_cards_capacity(reported) -> None:
@@ -146,4 +146,4 @@ def test_the_png_opens_with_the_title_and_the_verdict(reported) -> None:
     texts = " ".join(figure_texts(heading_figure(reported.report_data())))
     assert "Throughput investigation: default" in texts
     assert "Latest attempt: never_started (unknown): not measured" in texts
-    assert "attempt (oom) at 11K tok/s (its steady median before the OOM)" in texts
+    assert "attempt (oom) at 11K tok/s effective (from its steps before the OOM)" in texts

@@ -105,9 +105,11 @@ def set_deploy_time(lg: Any, run: str, when: datetime) -> None:
         )
 
 
-def figure_texts(figure: Any) -> list[str]:
-    """Every text a figure draws: titles, labels, tick labels, legends, annotations."""
+def figure_texts(figure: Any, *, raw: bool = False) -> list[str]:
+    """Every text a figure draws: titles, labels, tick labels, legends, annotations; the
+    isolates around names (FSI … PDI) taken out unless `raw`."""
     from matplotlib.text import Text
 
     figure.canvas.draw()  # tick labels exist once drawn
-    return [t.get_text() for t in figure.findobj(Text) if t.get_text()]
+    texts = [t.get_text() for t in figure.findobj(Text) if t.get_text()]
+    return texts if raw else [t.replace("\u2068", "").replace("\u2069", "") for t in texts]

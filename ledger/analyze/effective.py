@@ -7,6 +7,12 @@ What each step cost, by what the data has (the first basis that most steady step
   shows in the wait).
 - `wall_time`: the time since the previous step ended (timestamped logs); when a log
   prints every k steps, the interval covers k steps and their work.
+- `printed+clock`: timestamps whose tick is a large share of a step (to the second at
+  3.7 s a step), that repeat or go back: each step costs what the trainer printed (its
+  step time, else its tokens / throughput, else 1 / throughput for a constant number of
+  tokens per step), scaled so the steps between two ticks fill the time the clock says
+  passed; the stalls are the ticks that say far more (ledger.analyze.clock). Without
+  stalls this is the harmonic mean of the printed throughput.
 - `step_time`: the step's time alone (logs with a time per step; a stall shows as one
   long step).
 - `throughput`: nothing but a throughput per step; every step is taken to do the same
@@ -35,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledger.analyze.clock import clock_costs, coarse, unwrap
 from ledger.analyze.robust import integrated_time
 from ledger.analyze.series import Trace
 from ledger.analyze.stats import Estimate, batch_count
@@ -44,6 +51,7 @@ BASIS_STEP_WAIT = "step_time+wait"
 BASIS_WALL = "wall_time"
 BASIS_STEP = "step_time"
 BASIS_THROUGHPUT = "throughput"
+BASIS_CLOCK = "printed+clock"
 MOST = 0.5  # a basis is used when at least this share of the steps has what it needs
 RECURRING = 2  # stalls in the steady window from which they count as recurring
 
@@ -98,6 +106,10 @@ def step_costs(trace: Trace, start: int = 0) -> StepCosts:
         extra = np.where(np.isfinite(wait) & (wait > 0), wait, 0.0)
         return StepCosts(work, np.where(has_time, step_time + extra, np.nan), BASIS_STEP_WAIT)
     if wall is not None:
+        wall = unwrap(wall)
+        stamped = np.isfinite(wall)
+        if _share(stamped[steady]) >= MOST and coarse(wall[steady], trace.steps[steady]):
+            return _clock_basis(trace, wall, work, step_time, tokens, start)
         interval, steps = _intervals(wall, trace.steps)
         if _share(np.isfinite(interval)[steady]) >= MOST:
             per_step = work
@@ -112,6 +124,32 @@ def step_costs(trace: Trace, start: int = 0) -> StepCosts:
         return StepCosts(work, step_time, BASIS_STEP)
     # a throughput alone: equal work per step, the time of a step ∝ 1 / throughput
     return StepCosts(np.ones(n), 1.0 / throughput, BASIS_THROUGHPUT)
+
+
+def _clock_basis(
+    trace: Trace,
+    wall: np.ndarray,
+    work: np.ndarray,
+    step_time: np.ndarray,
+    tokens: np.ndarray,
+    start: int,
+) -> StepCosts:
+    """Costs from what the trainer printed, fitted to a coarse clock (BASIS_CLOCK)."""
+    steady = slice(start, len(wall))
+    covered = np.ones(len(wall))
+    if len(wall) > 1:
+        covered[1:] = np.maximum(np.diff(trace.steps), 1)
+    if _share(np.isfinite(step_time)[steady]) >= MOST:
+        printed = step_time
+    elif _share(np.isfinite(tokens)[steady]) >= MOST:
+        printed = tokens / trace.values
+    else:
+        printed = 1.0 / trace.values  # a constant number of tokens per step: the scale
+    costs = clock_costs(wall, printed * covered, start)
+    if not np.isfinite(work[steady]).any():
+        work = np.full(len(wall), costs.scale)  # tokens per step: the clock's scale
+    cost = np.where(np.isfinite(printed), costs.cost, np.nan)
+    return StepCosts(work * covered, cost, BASIS_CLOCK)
 
 
 def _intervals(wall: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -172,6 +172,7 @@ def _effective(
         cost_pct=split.cost_pct(work, cost),
         seconds=lost if seconds and split.counted else None,
         one_off_seconds=lost if seconds and not split.counted else None,
+        at=steady_steps[split.mask],
     )
     if not shifts:
         return whole, costs.basis, stalls, None

@@ -45,8 +45,9 @@ from collections import deque
 
 import numpy as np
 
-from ledger.analyze import confseq
+from ledger.analyze import clock, confseq
 from ledger.analyze.effective import (
+    BASIS_CLOCK,
     BASIS_STEP,
     BASIS_STEP_WAIT,
     BASIS_THROUGHPUT,
@@ -73,6 +74,7 @@ STALL_RATIO = 0.5  # a step slower than this × the level is a stall
 MEDIAN_GROWTH = 0.02  # the median shown is recomputed when the window grew this much
 # (and by 16 steps at least); so is the remaining-steps estimate:
 REMAINING_GROWTH = 0.015
+STAMPS_KEPT = 256  # distinct stamps read for the clock's tick
 
 
 def reference_from_run(run: RunAnalysis, alpha: float = DEFAULT_ALPHA) -> Reference:
@@ -141,6 +143,17 @@ class SequentialMonitor:
         self.ignored = 0  # rows that could not be used (no throughput, out of order)
         self._last_step: int | None = None
         self._last_wall: float | None = None
+        # the clock (ledger.analyze.clock): midnight, its tick, and on a coarse clock the
+        # steps waiting for the next tick to share the time it says passed
+        self._wall_step = 0  # the step at which the clock last moved
+        self._day = 0.0  # days added to time-of-day stamps that crossed midnight
+        self._stamps: list[float] = []  # the first stamps, to tell the clock's tick
+        self._tick = 0.0
+        self._stamped = 0  # rows with a stamp
+        self._pending: list[tuple[int, float, float, float]] = []  # step, tp, work, printed
+        self._clock_started = False
+        self._clock_sums = [0.0, 0.0]  # clock seconds and printed cost between stalls
+        self._work_unit = 1.0  # tokens per unit of work (steps, on a clock without tokens)
         self._basis: str | None = None
         # warm-up
         self._block: list[float] = []
@@ -181,10 +194,19 @@ class SequentialMonitor:
             return
         gap = step - self._last_step if self._last_step is not None else 1
         interval = None
+        covered = gap
         if wall_time is not None and _finite(wall_time):
-            if self._last_wall is not None and wall_time > self._last_wall:
-                interval = wall_time - self._last_wall
-            self._last_wall = wall_time
+            wall = self._unwrapped(wall_time)
+            if self._last_wall is not None and wall > self._last_wall:
+                interval = wall - self._last_wall
+                covered = max(step - self._wall_step, 1)
+            self._stamped += 1
+            if self._last_wall is None or wall != self._last_wall:
+                self._last_wall, self._wall_step = wall, step  # moved on, or back
+                if len(self._stamps) < STAMPS_KEPT:  # distinct ones: the clock's tick
+                    self._stamps.append(wall)
+                    if self._basis == BASIS_CLOCK:
+                        self._tick = clock.resolution(np.array(self._stamps))
         tokens = tokens if _positive(tokens) else None
         step_time_s = step_time_s if _positive(step_time_s) else None
         if not _positive(throughput):
@@ -197,17 +219,20 @@ class SequentialMonitor:
         self._last_step = step
         self.rows += 1
         if self._gap < 0:
-            self._warm(throughput, tokens, step_time_s, interval, gap)
+            self._warm(throughput, tokens, step_time_s, interval, covered)
             return
         if self._gap > 0:
             self._gap -= 1
             return
-        work, cost = self._work_and_cost(throughput, tokens, step_time_s, wait_s, interval, gap)
+        if self._basis is None:
+            self._choose_basis(step_time_s, wait_s, interval)
+        if self._basis == BASIS_CLOCK:
+            self._clock_step(step, throughput, tokens, step_time_s, interval, gap)
+            return
+        work, cost = self._work_and_cost(throughput, tokens, step_time_s, wait_s, interval, covered)
         if work is None or cost is None:
             self.ignored += 1
             return
-        if self._steady_from is None:
-            self._steady_from = step
         self._steady(step, throughput, work, cost)
 
     def extend(self, columns: StepColumns) -> None:
@@ -270,15 +295,6 @@ class SequentialMonitor:
         gap: int,
     ) -> tuple[float | None, float | None]:
         """Work and cost of a step on the run's basis (chosen at the first steady step)."""
-        if self._basis is None:
-            if step_time_s is not None and wait_s is not None and _finite(wait_s):
-                self._basis = BASIS_STEP_WAIT
-            elif interval is not None:
-                self._basis = BASIS_WALL
-            elif step_time_s is not None:
-                self._basis = BASIS_STEP
-            else:
-                self._basis = BASIS_THROUGHPUT
         work = tokens if tokens is not None else None
         if work is None and step_time_s is not None:
             work = throughput * step_time_s
@@ -299,13 +315,89 @@ class SequentialMonitor:
             return (work, step_time_s) if step_time_s is not None else (None, None)
         return 1.0, 1.0 / throughput
 
-    def _steady(self, step: int, throughput: float, work: float, cost: float) -> None:
+    def _choose_basis(
+        self, step_time_s: float | None, wait_s: float | None, interval: float | None
+    ) -> None:
+        """The run's basis, at its first steady step (ledger.analyze.effective)."""
+        stamps = np.array(self._stamps)
+        steps = np.arange(len(stamps))
+        if step_time_s is not None and wait_s is not None and _finite(wait_s):
+            self._basis = BASIS_STEP_WAIT
+        elif self._last_wall is not None and (
+            self._stamped > 1.01 * len(stamps) or clock.coarse(stamps, steps)
+        ):
+            self._basis, self._tick = BASIS_CLOCK, clock.resolution(stamps)
+        elif interval is not None:
+            self._basis = BASIS_WALL
+        elif step_time_s is not None:
+            self._basis = BASIS_STEP
+        else:
+            self._basis = BASIS_THROUGHPUT
+
+    def _unwrapped(self, wall: float) -> float:
+        """A time-of-day stamp that fell by more than half a day is the next day's."""
+        last = self._last_wall
+        if last is not None and 0.0 <= wall < clock.DAY and wall + self._day < last - clock.DAY / 2:
+            self._day += clock.DAY
+        return wall + self._day
+
+    def _clock_step(
+        self,
+        step: int,
+        throughput: float,
+        tokens: float | None,
+        step_time_s: float | None,
+        interval: float | None,
+        gap: int,
+    ) -> None:
+        """A step on a coarse clock: it waits for the clock's next tick, whose time the
+        waiting steps share by what the trainer printed they cost (ledger.analyze.clock)."""
+        if step_time_s is not None:
+            printed, work = step_time_s, tokens or throughput * step_time_s
+        elif tokens is not None:
+            printed, work = tokens / throughput, tokens
+        else:
+            printed, work = 1.0 / throughput, 1.0  # tokens per step: the clock's scale
+        self._pending.append((step, throughput, work * gap, printed * gap))
+        if interval is None:
+            if self._last_wall is not None and self._wall_step == step:  # the clock went back
+                self._pending.clear()
+            return
+        if not self._clock_started:  # the first tick's interval began before the window
+            self._clock_started = True
+            self._pending.clear()
+            return
+        pending, self._pending = self._pending, []
+        total = sum(p[3] for p in pending)
+        if total <= 0:
+            return
+        seconds, costs = self._clock_sums
+        per = seconds / costs if costs > 0 else None
+        clean = per is None or interval <= (
+            total * per * (1.0 + clock.STALL_SHARE) + clock.STALL_TICKS * self._tick
+        )
+        if clean:
+            self._clock_sums = [seconds + interval, costs + total]
+        if tokens is None and step_time_s is None and self._clock_sums[1] > 0:
+            self._work_unit = self._clock_sums[0] / self._clock_sums[1]
+        per = self._clock_sums[0] / self._clock_sums[1] if self._clock_sums[1] > 0 else None
+        for at, value, work_done, cost in pending:
+            share = interval * cost / total
+            stall = per is not None and share > cost * per / STALL_RATIO
+            self._steady(at, value, work_done, share, stall)
+
+    def _steady(
+        self, step: int, throughput: float, work: float, cost: float, stall: bool | None = None
+    ) -> None:
+        if self._steady_from is None:
+            self._steady_from = step
         if self._scale is None:
             self._scale = (work, cost)
         self._longest = max(self._longest, cost)
         w, c = work / self._scale[0], cost / self._scale[1]
-        level = self._level * self._scale[1] / self._scale[0]
-        stall = w / c < STALL_RATIO * level
+        level = self._level * self._scale[1] / self._scale[0] / self._work_unit
+        if stall is None:
+            stall = w / c < STALL_RATIO * level
         # the AR(1) bound reads a stall step as a typical one: the stalls' own spread is
         # the batches' business, and spikes would hide the memory of the rest
         self._sums.add(w, c, stall, w / level if stall else c)
@@ -328,7 +420,7 @@ class SequentialMonitor:
         if s.n == 0 or self._scale is None or not s.c > 0:
             return None
         ratio, steps, variance = s.estimate(capped)
-        ratio *= self._scale[0] / self._scale[1]
+        ratio *= self._scale[0] / self._scale[1] * self._work_unit
         h = float(confseq.half_width(math.sqrt(variance), steps, self._alpha / 2.0))
         return ratio, ratio * max(1.0 - h, 0.0), ratio * (1.0 + h)
 

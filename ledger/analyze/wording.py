@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledger.model.terms import Verdict
+from ledger.model.terms import Fate, Verdict
 
 if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
@@ -127,13 +127,38 @@ def _core(
     )
 
 
+# The fates of a launch that died: never "recovered", whatever its figure.
+DEAD_FATES = frozenset({Fate.KILLED, Fate.OOM, Fate.CRASHED, Fate.NCCL, Fate.STALLED})
+
+
+def recovery_word(recovered: bool | None, fate: str | None = None) -> tuple[str, bool]:
+    """What a run's figure against the baseline makes it, and whether that is good news:
+    'recovered' for a finished or running launch (or one whose fate nothing tells); a
+    run that died is named by its fate ('killed: not a recovery'), whatever its figure."""
+    if recovered is None:
+        return "not comparable", False
+    if fate is not None and fate in DEAD_FATES:
+        return f"{fate}: not a recovery", False
+    # finished, running, or nothing known against it (a run fed through the API)
+    return ("recovered", True) if recovered else ("not recovered", False)
+
+
+def counted(n: int, thing: str) -> str:
+    """'1 step', '2 steps', '1,500 steps'."""
+    return f"{n:,} {thing}" if n == 1 else f"{n:,} {thing}s"
+
+
 def baseline_sentence(
-    vs_baseline_pct: float | None, value: float | None, recovered: bool | None
+    vs_baseline_pct: float | None,
+    value: float | None,
+    recovered: bool | None,
+    fate: str | None = None,
 ) -> str:
-    """'at 99.1 % of the 14.2K baseline' (+ 'recovered' or 'not recovered')."""
+    """'at 99.1 % of the 14.2K baseline' (+ 'recovered', 'not recovered', or for a run
+    that died its fate: 'killed: not a recovery')."""
     if vs_baseline_pct is None or value is None:
         return ""
-    state = {True: "recovered", False: "not recovered", None: "not comparable"}[recovered]
+    state, _ = recovery_word(recovered, fate)
     return f"at {vs_baseline_pct:.1f} % of the {short_value(value)} baseline ({state})"
 
 
@@ -142,7 +167,7 @@ def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
     ref = state.reference
     against = f"the {short_value(ref.value)} baseline" if ref.kind == "baseline" else f"{ref.run}"
     if state.phase == "warmup":
-        return f"warm-up: {state.steps:,} steps, not steady yet"
+        return f"warm-up: {counted(state.steps, 'step')}, not steady yet"
     ci = state.pct_ci
     delta_ci = (ci[0] - 100.0, ci[1] - 100.0) if ci is not None else None
     interval = (
@@ -152,20 +177,14 @@ def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
     )
     delta = (state.pct_of_reference or math.nan) - 100.0
     threshold = f"±{state.threshold_pct:g} %"
+    after = f"after {counted(decided_n, 'steady step')}"
     if state.decision == Verdict.REGRESSION.value:
-        return (
-            f"regression: {abs(delta):.1f} % slower than {against} ({interval}) "
-            f"after {decided_n:,} steady steps"
-        )
+        return f"regression: {abs(delta):.1f} % slower than {against} ({interval}) {after}"
     if state.decision == Verdict.IMPROVEMENT.value:
-        return (
-            f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) "
-            f"after {decided_n:,} steady steps"
-        )
+        return f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) {after}"
     if state.decision == Verdict.SAME.value:
         return (
-            f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) "
-            f"after {decided_n:,} steady steps"
+            f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) {after}"
         )
     figures = f"effective {short_value(state.effective)}"
     if state.pct_of_reference is not None:
@@ -174,4 +193,4 @@ def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
         wait = f"undecided: cannot resolve {threshold} against {against}"
     else:
         wait = f"undecided: about {state.remaining_steps:,} more steps to resolve {threshold}"
-    return f"steady {state.steady_steps:,} steps: {figures}; {wait}"
+    return f"steady {counted(state.steady_steps, 'step')}: {figures}; {wait}"

@@ -93,10 +93,13 @@ def compare(
     for note in report.notes:
         warn(f"warning: {note}")
     emit(report, as_json, render_report)
+    if report.plot is not None and not as_json:
+        click.echo(f"plot written to {report.plot}")
 
 
 def render_report(report: CompareReport) -> str:
     from ledger.analyze.wording import baseline_sentence, short_value
+    from ledger.report.text import cut_words
 
     base = report.baseline
     rows = []
@@ -138,20 +141,24 @@ def render_report(report: CompareReport) -> str:
     lines = [table(rows, headers), ""]
     by_run = {r.run: r for r in report.runs}
     for c in report.comparisons:
-        against = baseline_sentence(by_run[c.b].vs_baseline_pct, base.value, by_run[c.b].recovered)
+        run_b = by_run[c.b]
+        against = baseline_sentence(
+            run_b.vs_baseline_pct, base.value, run_b.recovered, report.fates.get(c.b)
+        )
         lines.append(c.summary + (f"; {against}" if against else "") + ".")
         top = report.why.get(c.b)
         if top is not None and c.verdict != "improvement":
-            claim = top.claim if len(top.claim) <= 200 else top.claim[:199] + "…"
+            claim = cut_words(top.claim, 200)
             told = f"{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}"
             lines.append(f"  why: {claim} [{told}]")
     if base.value is not None:
         covered = {c.b for c in report.comparisons}
         for r in report.runs:
             if r.run not in covered:
-                lines.append(
-                    f"{r.run} is {baseline_sentence(r.vs_baseline_pct, base.value, r.recovered)}."
+                said = baseline_sentence(
+                    r.vs_baseline_pct, base.value, r.recovered, report.fates.get(r.run)
                 )
+                lines.append(f"{r.run} is {said}.")
     else:
         lines.append("no baseline (ledger baseline set 14200 --unit tok/s, or --baseline)")
     for r in report.runs:
@@ -218,14 +225,14 @@ def _render_baseline(b: Baseline) -> str:
     "--from-run",
     "from_run",
     metavar="NAME",
-    help="Use the steady median throughput of this run instead of a number.",
+    help="Use the effective throughput of this run (stalls included) instead of a number.",
 )
 @json_option
 @with_ledger()
 def baseline_set(
     lg: Ledger, value: float | None, unit: str | None, from_run: str | None, as_json: bool
 ) -> None:
-    """Set the baseline to VALUE, or to the steady median of --from-run NAME."""
+    """Set the baseline to VALUE, or to the effective throughput of --from-run NAME."""
     if (value is None) == (from_run is None):
         raise click.UsageError("give either VALUE or --from-run NAME")
     if from_run is not None and unit is not None:

@@ -48,9 +48,11 @@ OUT_HELP = (
 def report(
     lg: Ledger, runs: tuple[str, ...], out: Path, threshold: float | None, as_json: bool
 ) -> None:
-    """Draw the investigation: every attempt in the order it ran against the baseline,
-    throughput per run with its recompiles, OOMs and NCCL failures marked, loss, step-time
-    distributions, GPU memory against the card's capacity, and the chain from each
-    hypothesis to its verdict. The HTML page needs no network and opens from disk."""
+    """Draw the investigation: every attempt in the order it ran (by its first step) against
+    the baseline, each with the figure its verdict uses (effective throughput, stalls
+    included, beside the typical step), throughput per run with its stalls, recompiles,
+    OOMs and NCCL failures marked, loss, step-time distributions with their spikes, GPU
+    memory against the card's capacity, and the chain from each hypothesis to its verdict
+    and why. The HTML page needs no network and opens from disk."""
     path = lg.write_report(out, list(runs) or None, threshold=threshold)
     emit({"out": str(path)}, as_json, lambda _: f"report written to {path}")

@@ -95,6 +95,9 @@ class Stalls(AnalysisRecord):
     cost_pct: float  # share of the steady window's wall time the recurring stalls cost
     seconds: float | None  # what the recurring stalls cost (None: no times recorded)
     one_off_seconds: float | None  # what the one-off stall cost (None: none, or no times)
+    at: Any = dataclasses.field(
+        default=None, repr=False, compare=False, metadata=INTERNAL
+    )  # every stall step (numpy), for plots
 
 
 @dataclasses.dataclass(frozen=True)

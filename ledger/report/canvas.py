@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.model.report import Attempt, ReportData
+from ledger.report.glyphs import drawable, isolate, isolated
 from ledger.report.plots import run_colors
 from ledger.report.text import FIGURE_NAME_CHARS, escape_math, short_names
 
@@ -70,12 +71,17 @@ class Look:
     def __init__(self, data: ReportData) -> None:
         names = [a.name for a in data.attempts]
         self.labels = {
-            name: escape_math(label)
+            name: isolate(escape_math(drawable(label)))
             for name, label in short_names(names, FIGURE_NAME_CHARS).items()
         }
         self.colors = dict(zip(names, run_colors(len(names)), strict=True))
 
     def label(self, attempt: Attempt, *, fate: bool = False) -> str:
+        """The run's label as drawn (isolated from the text beside it)."""
+        return isolated(self.marked(attempt, fate=fate))
+
+    def marked(self, attempt: Attempt, *, fate: bool = False) -> str:
+        """The label with its isolation marks still stand-ins (for text cleaned later)."""
         text = self.labels[attempt.name]
         return f"{text} ({attempt.fate})" if fate else text
 

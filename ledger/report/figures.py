@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ledger.analyze.wording import counted
 from ledger.model.report import Attempt, ReportData
 from ledger.model.terms import FAULT_FATES
 from ledger.report import story
@@ -19,7 +20,14 @@ from ledger.report.canvas import PAGE, Look, empty, figure_of, grid, legend_besi
 from ledger.report.colors import FATE_COLORS
 from ledger.report.numbers import value_digits, value_text
 from ledger.report.panels import loss_figure, throughput_figures
-from ledger.report.plots import plain_text, plot_baseline, short_ticks
+from ledger.report.plots import (
+    TYPICAL_APART,
+    judged,
+    plain_text,
+    plot_baseline,
+    short_ticks,
+    typical,
+)
 from ledger.report.resources import gpu_figure
 from ledger.report.text import mpl
 
@@ -31,17 +39,21 @@ PANELS_PER_PAGE = 6
 
 
 def marathon(ax: Axes, data: ReportData, look: Look | None = None) -> Figure:
-    """Every attempt in the order it ran: steady median with its 95 % CI against the
-    baseline, coloured by fate. A run that died is shown where it fell; a run with no
-    steady steps is marked along the bottom, off the value scale (it was never measured);
-    a run far off the baseline's scale is marked on the top edge, with its value."""
+    """Every attempt in the order it ran: its effective throughput (the figure the verdict
+    uses, stalls included) with its 95 % CI against the baseline, coloured by fate, and
+    the typical step (median) as a small bar where it differs. A run that died is shown
+    where it fell; a run with no steady steps is marked along the bottom, off the value
+    scale (it was never measured); a run far off the baseline's scale is marked on the
+    top edge, with its value."""
     look = look or Look(data)
     attempts = data.attempts
     xs = list(range(len(attempts)))
     comparable = [a for a in attempts if a.analysis is not None and not story.implausible(a)]
-    digits = value_digits([a.analysis.median for a in comparable if a.analysis])
-    levels = [a.analysis.median for a in comparable if a.analysis]
-    levels += [v for a in comparable if a.analysis and a.analysis.ci95 for v in a.analysis.ci95]
+    digits = value_digits([judged(a.analysis)[0] for a in comparable if a.analysis])
+    levels = [judged(a.analysis)[0] for a in comparable if a.analysis]
+    levels += [typical(a.analysis) for a in comparable if a.analysis]
+    levels += [v for a in comparable if a.analysis for v in judged(a.analysis)[1] or ()]
+    shown_typical = False
     if data.baseline.value is not None:
         levels.append(data.baseline.value)
     levels = [v for v in levels if math.isfinite(v)]
@@ -55,14 +67,24 @@ def marathon(ax: Axes, data: ReportData, look: Look | None = None) -> Figure:
         if story.implausible(attempt):
             _off_scale(ax, x, attempt, color)
             continue
-        low, high = analysis.ci95 if analysis.ci95 is not None else (analysis.median,) * 2
+        value, ci = judged(analysis)
+        low, high = ci if ci is not None else (value, value)
+        median = typical(analysis)
+        if math.isfinite(median) and abs(median / value - 1.0) > TYPICAL_APART:
+            ax.scatter([x + 0.12], [median], marker="_", s=160, color=color, linewidths=1.6,
+                       alpha=0.7, zorder=3, gid="typical")  # fmt: skip
+            ax.annotate(
+                f"typical step {value_text(median, digits)}", (x + 0.12, median),
+                xytext=(8, -3), textcoords="offset points", fontsize=7, color="0.35",
+            )  # fmt: skip
+            shown_typical = True
         ax.errorbar(
-            x, analysis.median, yerr=[[analysis.median - low], [high - analysis.median]],
+            x, value, yerr=[[value - low], [high - value]],
             fmt="X" if attempt.fate in FAULT_FATES else "o", color=color, ecolor=color,
             capsize=5, markersize=9 if attempt.fate in FAULT_FATES else 8, linewidth=1.5,
         )  # fmt: skip
         ax.annotate(
-            value_text(analysis.median, digits), (x, high), xytext=(0, 6),
+            value_text(value, digits), (x, high), xytext=(0, 6),
             textcoords="offset points", ha="center", fontsize=8,
         )  # fmt: skip
         if attempt.fate in FAULT_FATES or attempt.fate in ("killed", "stalled"):
@@ -75,15 +97,18 @@ def marathon(ax: Axes, data: ReportData, look: Look | None = None) -> Figure:
     ax.set_xticks(xs, [look.label(a, fate=True) for a in attempts], rotation=20, ha="right",
                   fontsize=7.5)  # fmt: skip
     unit = mpl(data.unit, 24) if data.unit else None
-    ax.set_ylabel(f"steady median ({unit})" if unit else "steady median", fontsize=9)
+    ax.set_ylabel(f"effective throughput ({unit})" if unit else "effective throughput",
+                  fontsize=9)  # fmt: skip
     ax.set_title(
-        "The marathon: every attempt in the order it ran (95 % CI; colour = fate)", fontsize=10
+        "The marathon: every attempt in the order it ran — effective throughput, stalls "
+        "included (95 % CI; colour = fate)",
+        fontsize=10,
     )
     grid(ax, "y")
     short_ticks(ax.yaxis)
     ax.set_ylim(bottom, top)
     ax.set_xlim(-0.6, max(len(attempts), 1) - 0.4)
-    _fate_legend(ax, data)
+    _fate_legend(ax, data, shown_typical)
     return figure_of(ax)
 
 
@@ -94,7 +119,7 @@ def _unmeasured(ax: Axes, x: float, attempt: Attempt, color: str) -> None:
         edgecolors=color, linewidths=1.5, zorder=3, clip_on=False, gid="unmeasured",
     )  # fmt: skip
     steps = attempt.detail.steps
-    words = "no steps" if not steps else f"{steps:,} steps,\nnot measured"
+    words = "no steps" if not steps else f"{counted(steps, 'step')},\nnot measured"
     ax.annotate(
         words, (x, 0.04), xycoords=ax.get_xaxis_transform(), xytext=(0, 10),
         textcoords="offset points", ha="center", fontsize=7, color=color,
@@ -110,13 +135,13 @@ def _off_scale(ax: Axes, x: float, attempt: Attempt, color: str) -> None:
         zorder=3, clip_on=False, gid="off-scale",
     )  # fmt: skip
     ax.annotate(
-        f"{value_text(analysis.median)}: not comparable\n(units or scale?)", (x, 0.97),
+        f"{value_text(judged(analysis)[0])}: not comparable\n(units or scale?)", (x, 0.97),
         xycoords=ax.get_xaxis_transform(), xytext=(0, -26), textcoords="offset points",
         ha="center", fontsize=7, color=FATE_COLORS["oom"],
     )  # fmt: skip
 
 
-def _fate_legend(ax: Axes, data: ReportData) -> None:
+def _fate_legend(ax: Axes, data: ReportData, typical_shown: bool = False) -> None:
     from matplotlib.lines import Line2D
 
     seen = list(dict.fromkeys(a.fate for a in data.attempts))
@@ -125,11 +150,22 @@ def _fate_legend(ax: Axes, data: ReportData) -> None:
         for f in seen
     ]
     handles += ax.get_legend_handles_labels()[0]  # the baseline
+    if typical_shown:
+        handles.append(
+            Line2D([], [], marker="_", linestyle="", color="0.4", markersize=10,
+                   label="typical step (median)")
+        )  # fmt: skip
     legend_beside(ax, handles, title="fate", title_fontsize=7)
 
 
+SPIKE = 2.0  # a step this many times the run's median step time is a spike
+
+
 def step_time_distributions(ax: Axes, data: ReportData, look: Look | None = None) -> Figure:
-    """Step times of each run's steady window, side by side (box: quartiles; whiskers: p5–p95)."""
+    """Step times of each run's steady window, side by side (box: quartiles; whiskers:
+    p5–p95), with every spike (a step over SPIKE × the median) drawn as a point and
+    counted with the share of the run's step time it took: a run whose every 50th step
+    costs 6× shows it, rather than hiding it past a whisker."""
     look = look or Look(data)
     runs = [a for a in data.attempts if a.step_times_s is not None and len(a.step_times_s)]
     if not runs:
@@ -139,10 +175,35 @@ def step_time_distributions(ax: Axes, data: ReportData, look: Look | None = None
     for patch, attempt in zip(box["boxes"], runs, strict=True):
         patch.set_facecolor(FATE_COLORS.get(attempt.fate, "#cccccc"))
         patch.set_alpha(0.45)
+    spiky = False
+    for i, times in enumerate(values, start=1):
+        median = float(np.median(times))
+        spikes = times[times > SPIKE * median]
+        if not len(spikes):
+            continue
+        spiky = True
+        jitter = np.linspace(-0.18, 0.18, len(spikes)) if len(spikes) > 1 else np.zeros(1)
+        ax.scatter(i + jitter, spikes, marker="o", s=12, color=FATE_COLORS["oom"], alpha=0.7,
+                   linewidths=0, zorder=3, gid="spikes")  # fmt: skip
+        # what they add beyond a typical step, as the stall figure counts it
+        share = 100.0 * float((spikes - median).sum()) / float(times.sum())
+        ax.annotate(
+            f"{len(spikes):,} spikes ≥ {SPIKE:g}× the median\nadding {share:.1f} % of the time",
+            (i, float(spikes.max())), xytext=(0, 6), textcoords="offset points", ha="center",
+            fontsize=7, color=FATE_COLORS["oom"],
+        )  # fmt: skip
+    if spiky:  # room above the highest spike for its words
+        top = max(float(v.max()) for v in values)
+        ax.set_ylim(top=top * 1.22)
+        short_ticks(ax.yaxis)
     ax.set_xticks(range(1, len(runs) + 1), [look.label(a, fate=True) for a in runs],
                   rotation=20, ha="right", fontsize=7.5)  # fmt: skip
     ax.set_ylabel("step time (ms)", fontsize=9)
-    ax.set_title("Step-time distributions over the steady window", fontsize=10)
+    ax.set_title(
+        "Step-time distributions over the steady window (box: quartiles; whiskers: p5–p95; "
+        "points: spikes)",
+        fontsize=10,
+    )
     grid(ax, "y")
     return figure_of(ax)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger.analyze.wording import short_value
@@ -20,6 +21,7 @@ from ledger.model.report import Attempt, ReportData
 from ledger.report import story
 from ledger.report.colors import FATE_COLORS
 from ledger.report.numbers import grouped, interval_digits, interval_text, value_text
+from ledger.report.plots import figure_words, judged, stall_words, typical
 from ledger.report.text import clean, short_names
 from ledger.report.why import CSS as WHY_CSS
 from ledger.report.why import why_card
@@ -43,10 +45,12 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
            margin: 14px 0; }
 .verdict li { margin: 3px 0; }
 img { max-width: 100%; height: auto; display: block; margin: 6px 0 4px; }
+figure.chart { margin: 6px 0 4px; } figure.chart svg { display: block; height: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 6px 0; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid #e7ebf0;
          vertical-align: top; overflow-wrap: normal; }
 th { background: #f7f9fc; font-weight: 600; }
+td .name { overflow-wrap: normal; word-break: normal; }
 td .wrap { display: block; min-width: 6em; max-width: 24em; overflow-wrap: anywhere; }
 td.text { overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -110,8 +114,8 @@ def short_labels(data: ReportData) -> dict[str, str]:
     return short_names(names, NAME_CHARS)
 
 
-def render_html(data: ReportData, images: dict[str, bytes]) -> str:
-    """The whole page; `images` maps figure names to PNG bytes."""
+def render_html(data: ReportData, images: Mapping[str, bytes | str]) -> str:
+    """The whole page; `images` maps figure names to inline SVG markup (or PNG bytes)."""
     labels = short_labels(data)
     parts = [
         "<!doctype html>",
@@ -123,7 +127,9 @@ def render_html(data: ReportData, images: dict[str, bytes]) -> str:
         *_header(data),
         *_verdicts(data, labels),
         _figure(
-            images, "marathon", "Every attempt in order: steady median, 95 % CI, coloured by fate"
+            images,
+            "marathon",
+            "Every attempt in order: effective throughput, 95 % CI, coloured by fate",
         ),
         *_attempts_table(data, labels),
         _figure(images, "throughput", "Throughput over steps for each run, events marked"),
@@ -160,11 +166,15 @@ def _verdicts(data: ReportData, labels: dict[str, str]) -> list[str]:
     return ['<div class="verdict"><ul>', *[f"<li>{i}</li>" for i in items], "</ul></div>"]
 
 
-def _figure(images: dict[str, bytes], name: str, alt: str) -> str:
-    png = images.get(name)
-    if not png:
+def _figure(images: Mapping[str, bytes | str], name: str, alt: str) -> str:
+    """A chart: inline SVG markup (str) as it is, inside a labelled figure; PNG bytes as
+    an embedded image."""
+    chart = images.get(name)
+    if not chart:
         return ""
-    data = base64.b64encode(png).decode("ascii")
+    if isinstance(chart, str):
+        return f'<figure class="chart" role="img" aria-label="{esc(alt)}">{chart}</figure>'
+    data = base64.b64encode(chart).decode("ascii")
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
@@ -205,22 +215,51 @@ class Columns:
 
     def __init__(self, attempts: Sequence[Attempt]) -> None:
         analyses = [a.analysis for a in attempts if a.analysis is not None]
-        self.ci_digits = interval_digits([x.ci95 for x in analyses])
-        self.median_digits = interval_digits([(x.median, x.median) for x in analyses])
+        self.ci_digits = interval_digits([judged(x)[1] for x in analyses])
+        self.median_digits = interval_digits([(judged(x)[0],) * 2 for x in analyses])
 
     def median(self, attempt: Attempt) -> str:
+        """The effective figure the verdict uses (its column is 'effective')."""
         x = attempt.analysis
         if x is None:
             return "–"
-        text = value_text(x.median, self.median_digits)
+        text = value_text(judged(x)[0], self.median_digits)
         if story.died(attempt):
             text += f'<br><span class="muted">before {esc(story.death(attempt))}</span>'
         return text
 
+    def typical(self, attempt: Attempt) -> str:
+        """The typical step (median) of the same stretch."""
+        x = attempt.analysis
+        return "–" if x is None else value_text(typical(x), self.median_digits)
+
     def ci(self, attempt: Attempt) -> str:
         """The interval, free to break after its dash in a narrow column."""
         x = attempt.analysis
-        return "–" if x is None else interval_text(x.ci95, self.ci_digits).replace("–", "–<wbr>")
+        if x is None:
+            return "–"
+        return interval_text(judged(x)[1], self.ci_digits).replace("–", "–<wbr>")
+
+    def stalls(self, attempt: Attempt) -> str:
+        x = attempt.analysis
+        said = stall_words(x) if x is not None else None
+        return esc(said) if said else "–"
+
+
+WHOLE_NAME = 40  # a name up to this long breaks only after _ - . / (never inside a word)
+
+
+def _name_cell(name: str, label: str | None) -> str:
+    """A run name in the table: free to break after `_`, `-`, `.` or `/` and nowhere
+    else; a name longer than WHOLE_NAME characters may break anywhere, or it would take
+    the table's width from the other columns."""
+    shown = label if label is not None else name
+    if len(shown) > WHOLE_NAME:
+        return f'<span class="wrap">{run_name(name, label)}</span>'
+    parts = re.split(r"(?<=[_\-./])", clean(shown))
+    inner = "<wbr>".join(esc(p) for p in parts)
+    title = f' title="{esc(name)}"' if label is not None and label != name else ""
+    return f'<span class="name"><b{title}><bdi>{inner}</bdi></b></span>'
 
 
 def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
@@ -250,11 +289,12 @@ def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
         if x is None and a.why_not_analysed:
             steps += f'<br><span class="muted">{esc(a.why_not_analysed)}</span>'
         rows.append(
-            f'<tr><td><span class="wrap">{run_name(d.run, labels.get(d.run))}</span></td>'
+            f"<tr><td>{_name_cell(d.run, labels.get(d.run))}</td>"
             f"<td>{_fate(d.fate)}</td>"
             f"<td>{_ran_cell(a)}</td>"
             f'<td class="num">{steps}</td>'
             f'<td class="num">{columns.median(a)}</td><td class="num">{columns.ci(a)}</td>'
+            f'<td class="num">{columns.typical(a)}</td><td>{columns.stalls(a)}</td>'
             f'<td class="num">{pct}</td>'
             f"<td>{vs}</td><td>{esc(event_counts(a)) or '–'}</td><td>{hypothesis}</td>"
             f"<td>{deploys} · {len(d.probes)}</td></tr>"
@@ -266,8 +306,10 @@ def _attempts_table(data: ReportData, labels: dict[str, str]) -> list[str]:
             "fate",
             "ran",
             "steps",
-            "steady median",
+            "effective",
             "95 % CI",
+            "typical step (median)",
+            "stalls",
             "of baseline",
             "vs first",
             "events",
@@ -351,7 +393,7 @@ def _attempt_chain(a: Attempt, labels: dict[str, str], reference: Attempt | None
             if story.implausible(a):
                 pct += ' <span class="bad">(not comparable: units or scale differ)</span>'
         items.append(
-            f"{esc(story.median_words(a))}: {short_value(x.median)} {esc(x.unit or '')}{pct}"
+            f"{esc(story.figure_words(a))}: {esc(figure_words(x))} {esc(x.unit or '')}{pct}"
         )
     if a.comparison is not None:
         items.append(f"verdict: {pieces(story.verdict(a, reference), labels)}")

@@ -12,12 +12,16 @@ from ledger.analyze.wording import short_value
 from ledger.model.report import Attempt, ReportData
 from ledger.report import story
 from ledger.report.canvas import PAGE
+from ledger.report.glyphs import CLOSE, MONO, OPEN, SANS, drawable, isolate, isolated
 from ledger.report.html import Columns, event_counts, ran_text
 from ledger.report.numbers import grouped
-from ledger.report.text import clean, escape_math, short_names, shorten, wrap
+from ledger.report.plots import figure_words, stall_words
+from ledger.report.text import clean, cut_words, escape_math, short_names, shorten, wrap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from ledger.model.why import WhyResult
 
 MARGIN = 0.55  # inches
 SANS_WIDTH = 0.62  # a DejaVu Sans character at its widest common advance, in ems: lines stay in
@@ -72,8 +76,9 @@ class Flow:
         page = self.pages[-1]
         page.text(
             (MARGIN + style.indent) / self.size[0], 1 - self.y / self.size[1],
-            escape_math(clean(text).replace("\n", " ")),
-            fontsize=style.size, fontweight=style.weight, family=style.family,
+            isolated(escape_math(drawable(clean(text).replace("\n", " ")))),
+            fontsize=style.size, fontweight=style.weight,
+            family=MONO if style.family == "monospace" else SANS,
             color=style.color, va="top", ha="left",
         )  # fmt: skip
         self.y += height
@@ -140,8 +145,9 @@ TABLE_COLUMNS = (
     ("fate", 8, False),
     ("ran", 29, False),
     ("steps", 8, True),
-    ("median", 10, True),
+    ("effective", 10, True),
     ("95 % CI", 19, True),
+    ("typical", 8, True),
     ("of base", 10, True),
     ("vs first", 24, False),
     ("events", 0, False),  # the rest of the line
@@ -158,6 +164,7 @@ def _table(flow: Flow, data: ReportData) -> None:
     for attempt in data.attempts:
         cells = _cells(attempt, columns, labels[attempt.name])
         wrapped = [wrap(cell, width) or [""] for cell, width in zip(cells, widths, strict=True)]
+        wrapped[0] = [isolate(line) for line in wrapped[0]]  # the name: isolated
         for i in range(max(len(w) for w in wrapped)):
             flow.line(_row([w[i] if i < len(w) else "" for w in wrapped], widths), TABLE)
     if not data.attempts:
@@ -166,8 +173,9 @@ def _table(flow: Flow, data: ReportData) -> None:
 
 def _cells(a: Attempt, columns: Columns, name: str) -> list[str]:
     x = a.analysis
-    median = ci = pct = vs = "–"
+    median = ci = pct = vs = typical = "–"
     if x is not None:
+        typical = columns.typical(a)
         median = columns.median(a).split("<br>")[0]
         if story.died(a):
             median += f" before {story.death(a)}"
@@ -184,12 +192,13 @@ def _cells(a: Attempt, columns: Columns, name: str) -> list[str]:
     events = event_counts(a) or "–"
     if x is None and a.why_not_analysed:
         events = f"not measured: {a.why_not_analysed}; {events}"
-    return [name, a.fate, ran_text(a), steps, median, ci, pct, vs, events]
+    return [name, a.fate, ran_text(a), steps, median, ci, typical, pct, vs, events]
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
     out = []
     for (_, _, right), cell, width in zip(TABLE_COLUMNS, cells, widths, strict=True):
+        width += sum(cell.count(mark) for mark in (OPEN, CLOSE))  # drawn as nothing
         out.append(cell.rjust(width) if right else cell.ljust(width))
     return " ".join(out).rstrip()
 
@@ -219,7 +228,7 @@ def _chains(flow: Flow, data: ReportData) -> None:
 def _chain(flow: Flow, a: Attempt, reference: Attempt | None) -> None:
     d = a.detail
     reason = f": {d.fate_reason}" if d.fate_reason else ""
-    name = shorten(d.run, CHAIN_NAME_CHARS)
+    name = isolate(shorten(d.run, CHAIN_NAME_CHARS))
     flow.paragraph(f"run {name} ({d.fate}){reason} — ran {ran_text(a)}", BULLET, hanging="• ")
     if d.patch is not None:
         files = ", ".join(f"{f.path} {f.sha256[:12]}" for f in d.patch.files)
@@ -252,14 +261,39 @@ def _chain(flow: Flow, a: Attempt, reference: Attempt | None) -> None:
         if story.implausible(a):
             pct += " (not comparable: units or scale differ)"
         flow.paragraph(
-            f"{story.median_words(a)}: {short_value(x.median)} {x.unit or ''}{pct}",
+            f"{story.figure_words(a)}: {figure_words(x)} {x.unit or ''}{pct}",
             DETAIL, hanging="– ",
         )  # fmt: skip
+        stalls = stall_words(x)
+        if stalls:
+            flow.paragraph(stalls, DETAIL, hanging="– ")
     if a.comparison is not None:
         said = story.plain(tuple(story.verdict(a, reference)), NAME_CHARS)
         flow.paragraph(f"verdict: {said}", DETAIL, hanging="– ")
     elif a.why_not_analysed:
         flow.paragraph(f"not analysed: {a.why_not_analysed}", DETAIL, hanging="– ")
+    if a.why is not None:
+        _why(flow, a.why)
+
+
+def _why(flow: Flow, result: WhyResult) -> None:
+    """The why card as text: the likely causes, best first, with evidence and next step."""
+    from ledger.report.why import EVIDENCE_SHOWN, SHOWN
+
+    flow.paragraph(f"Why is it slower than {result.against or 'the reference'}?", DETAIL,
+                   hanging="– ")  # fmt: skip
+    if not result.findings:
+        flow.paragraph("no finding: nothing in the evidence explains the difference", DETAIL,
+                       hanging="    ")  # fmt: skip
+    for i, f in enumerate(result.findings[:SHOWN], start=1):
+        flow.paragraph(f"{i}. {f.kind} ({f.score:.2f}): {f.claim}", DETAIL, hanging="    ")
+        for e in f.evidence[:EVIDENCE_SHOWN]:
+            where = f"{e.table} #{e.id}" if e.id is not None else e.table
+            flow.paragraph(f"{where}: {cut_words(e.text, 300)}", DETAIL, hanging="      · ")
+        flow.paragraph(f"next: {f.next}", DETAIL, hanging="      ")
+    more = len(result.findings) - SHOWN
+    if more > 0:
+        flow.paragraph(f"and {more} more (ledger why)", DETAIL, hanging="    ")
 
 
 def heading_figure(data: ReportData, width: float = 11.0) -> Figure:

@@ -18,12 +18,17 @@ from ledger.report.canvas import Look, empty, figure_of, grid, legend_beside, ne
 from ledger.report.colors import FATE_COLORS
 from ledger.report.numbers import grouped
 from ledger.report.plots import (
+    TYPICAL_APART,
     binned_median,
+    judged,
     mark_clipped,
     plot_baseline,
     plot_run,
     short_ticks,
+    stall_words,
     thin,
+    typical,
+    wrapped_title,
 )
 from ledger.report.text import mpl
 
@@ -37,6 +42,7 @@ EVENT_MARKS: dict[str, dict[str, Any]] = {
     EventKind.OOM: {"color": "#d62828", "marker": "X", "label": "OOM"},
     EventKind.NCCL: {"color": "#f77f00", "marker": "D", "label": "NCCL failure"},
 }
+PANEL_TITLE_IN = 4.6  # the width a panel's title may take, in inches
 LINES_PER_KIND = 20  # vertical lines drawn per kind of failure; more would hide the data
 
 
@@ -133,17 +139,31 @@ def throughput_panel(
 
 
 def _title(attempt: Attempt, look: Look) -> str:
+    """'NAME (fate): 12.8K tok/s effective (typical step 14.2K), 90.4 % of baseline;
+    12 stall steps, 9.6 % of the wall time', on as many lines as the panel needs."""
     a = attempt.analysis
     assert a is not None
     unit = f" {mpl(a.unit, 16)}" if a.unit else ""
-    words = f"{look.label(attempt)} ({attempt.fate}): {short_value(a.median)}{unit}"
+    value, _ = judged(a)
+    median = typical(a)
+    words = f"({attempt.fate}): "
+    if math.isfinite(value):
+        words += f"{short_value(value)}{unit} effective"
+        if math.isfinite(median) and abs(median / value - 1.0) > TYPICAL_APART:
+            words += f" (typical step {short_value(median)})"
+    else:
+        words += f"{short_value(median)}{unit} typical step"
     if story.died(attempt):
         words += f" before {story.death(attempt)}"
     if a.vs_baseline_pct is not None:
         words += f", {grouped(a.vs_baseline_pct)} % of baseline"
         if story.implausible(attempt):
             words += " — not comparable"
-    return words
+    stalls = stall_words(a)
+    if stalls:
+        words += f"; {stalls}"
+    # broken at spaces only: a name is never split (the look has shortened it)
+    return wrapped_title(f"{look.marked(attempt)} {words}", PANEL_TITLE_IN, 8.5, raw=True)
 
 
 def mark_events(ax: Axes, attempt: Attempt) -> set[str]:
@@ -174,7 +194,12 @@ def _key(data: ReportData, kinds: set[str], clipped: bool) -> list[Any]:
     handles: list[Any] = [
         Line2D([], [], marker="o", linestyle="", color="0.5", alpha=0.5, markersize=3,
                label="a step"),
-        Line2D([], [], color="0.3", linewidth=1.4, label="running median"),
+        Line2D([], [], color="0.3", linewidth=0.9, alpha=0.6,
+               label="running median (the typical step)"),
+        Line2D([], [], color="0.3", linewidth=2.2,
+               label="effective throughput (stalls included; band: 95 % CI)"),
+        Line2D([], [], marker="|", linestyle="", color="0.3", markersize=8,
+               label="a stall step (counted in the effective figure)"),
         Patch(color="0.5", alpha=0.15, label="warm-up (left out of the statistics)"),
         Line2D([], [], color="0.3", linestyle="--", linewidth=1.0, label="change point"),
     ]  # fmt: skip
@@ -203,6 +228,12 @@ def _levels(
     analyses = [a.analysis for a in attempts if a.analysis is not None]
     lows = [a.p10 for a in analyses if math.isfinite(a.p10)]
     highs = [a.p90 for a in analyses if math.isfinite(a.p90)]
+    for a in analyses:  # the judged figure and its interval stay on the axis
+        value, ci = judged(a)
+        for v in (value, *(ci or ())):
+            if math.isfinite(v):
+                lows.append(v)
+                highs.append(v)
     if baseline is not None:
         lows.append(baseline)
         highs.append(baseline)

@@ -62,7 +62,12 @@ def plain_text() -> Iterator[None]:
     drawing and the saving: tick labels are made when the figure is saved."""
     from matplotlib import rc_context
 
-    with rc_context({"text.usetex": False, "text.parse_math": True}):
+    from ledger.report.glyphs import SANS
+
+    with rc_context(
+        {"text.usetex": False, "text.parse_math": True, "font.family": "sans-serif",
+         "font.sans-serif": SANS}
+    ):  # fmt: skip
         yield
 
 
@@ -90,12 +95,51 @@ def run_colors(count: int) -> list[str]:
     return [cycle[i % len(cycle)] for i in range(count)]
 
 
+TYPICAL_APART = 0.02  # the typical step is named beside the effective figure this far off
+
+
+def judged(run: RunAnalysis) -> tuple[float, tuple[float, float] | None]:
+    """The figure the verdict uses: the effective throughput (stalls included) of the
+    stretch the run is judged on, with its 95 % interval."""
+    return run.judged_effective, run.judged_effective_ci95
+
+
+def typical(run: RunAnalysis) -> float:
+    """The typical step's throughput (the median) over the same stretch."""
+    return run.regime.median if run.regime is not None else run.median
+
+
+def figure_words(run: RunAnalysis, digits: int = 3) -> str:
+    """'12.8K effective (12.3K–13.4K); typical step 14.2K': the judged figure with its
+    interval, and the median beside it when the two differ."""
+    value, ci = judged(run)
+    if not math.isfinite(value):
+        return f"typical step {short_value(typical(run))}"
+    words = f"{short_value(value)} effective"
+    if ci is not None:
+        words += f" ({interval_text(ci, digits)})"
+    median = typical(run)
+    if math.isfinite(median) and abs(median / value - 1.0) > TYPICAL_APART:
+        words += f"; typical step {short_value(median)}"
+    return words
+
+
+def stall_words(run: RunAnalysis) -> str | None:
+    """'12 stall steps, 9.6 % of the wall time', or None when no stall counted."""
+    stalls = run.stalls
+    if stalls is None or not stalls.recurring:
+        return None
+    return f"{stalls.recurring:,} stall steps, {stalls.cost_pct:.1f} % of the wall time"
+
+
 def plot_run(
     ax: Axes, run: RunAnalysis, *, color: str = "C0", label: str | None = None, digits: int = 3
 ) -> Any:
-    """Draw one run on `ax`: raw points, running median, warm-up, change points, outliers.
-    The median line is labelled `label` (default: the run's name, its median and interval
-    at `digits` significant digits)."""
+    """Draw one run on `ax`: raw points, running median, warm-up, change points, outliers,
+    and the judged figure — the effective throughput, stalls included — as a level over
+    the stretch it was judged on, with its interval as a band; stall steps are ticked
+    along the bottom edge. The level is labelled `label` (default: the run's name and
+    `figure_words`)."""
     steps, values = run.steps, run.values
     if steps is None or values is None or len(values) == 0:
         return ax.figure
@@ -104,10 +148,17 @@ def plot_run(
     ax.scatter(x, y, s=2, alpha=0.15, color=color, linewidths=0, rasterized=True)
     mx, my = binned_median(steps[~mask], values[~mask], LINE_BINS)
     if label is None:
-        label = f"{mpl(run.run, 40)}: {short_value(run.median)}"
-        if run.ci95 is not None:
-            label += f" ({interval_text(run.ci95, digits)})"
-    ax.plot(mx, my, color=color, linewidth=1.4, label=label)
+        label = f"{mpl(run.run, 40)}: {figure_words(run, digits)}"
+    ax.plot(mx, my, color=color, linewidth=0.9, alpha=0.55, label="_running median")
+    value, ci = judged(run)
+    start = run.regime.from_step if run.regime is not None else run.steady_from_step
+    if math.isfinite(value):
+        ax.hlines(value, start, run.last_step, color=color, linewidth=2.2, label=label,
+                  gid="effective")  # fmt: skip
+        if ci is not None:
+            ax.fill_between([start, run.last_step], ci[0], ci[1], color=color, alpha=0.18,
+                            linewidth=0)  # fmt: skip
+    mark_stalls(ax, run, color)
     if mask.any():
         ox, oy = thin(steps[mask], values[mask], MAX_POINTS // 4)
         ax.scatter(ox, oy, s=10, marker="x", color=color, alpha=0.6, linewidths=0.8)
@@ -129,6 +180,19 @@ def plot_run(
     return ax.figure
 
 
+def mark_stalls(ax: Axes, run: RunAnalysis, color: str) -> None:
+    """Each counted stall step as a tick on the bottom edge, at its step."""
+    stalls = run.stalls
+    if stalls is None or not stalls.recurring or stalls.at is None or not len(stalls.at):
+        return
+    at = np.asarray(stalls.at)
+    x, _ = thin(at, at, MAX_POINTS // 4)
+    ax.scatter(
+        x, np.full(len(x), 0.035), transform=ax.get_xaxis_transform(), marker="|", s=60,
+        color=color, linewidths=1.4, clip_on=False, zorder=4, gid="stalls",
+    )  # fmt: skip
+
+
 def plot_baseline(ax: Axes, value: float | None, unit: str | None = None) -> Any:
     """A dashed horizontal line at the baseline, labelled with its value."""
     if value is None:
@@ -146,7 +210,9 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     ax = figure.add_subplot()
     digits = interval_digits([r.ci95 for r in report.runs])
     for run, color in zip(report.runs, run_colors(len(report.runs)), strict=True):
-        plot_run(ax, run, color=color, digits=digits)
+        fate = report.fates.get(run.run)
+        named = mpl(run.run, 40) + (f" ({fate})" if fate and fate != "finished" else "")
+        plot_run(ax, run, color=color, digits=digits, label=f"{named}: {figure_words(run, digits)}")
     plot_baseline(ax, report.baseline.value, report.baseline.unit)
     unit = next((r.unit for r in report.runs if r.unit), None) or report.baseline.unit
     ax.set_xlabel("step")
@@ -154,9 +220,16 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     short_ticks(ax.yaxis)
     ax.grid(True, linewidth=0.4, alpha=0.5)
     # below the axes, where it covers no step
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False, ncols=2)
+    ax.legend(
+        handles=_compare_key(ax, report), loc="upper center", bbox_to_anchor=(0.5, -0.14),
+        fontsize=8, frameon=False, ncols=1 if len(report.runs) > 2 else 2,
+    )  # fmt: skip
+    levels = [judged(r)[0] for r in report.runs]
+    levels += [v for r in report.runs if judged(r)[1] for v in judged(r)[1] or ()]
     lows = [r.p10 for r in report.runs if math.isfinite(r.p10)]
+    lows += [v for v in levels if math.isfinite(v)]
     highs = [r.p90 for r in report.runs if math.isfinite(r.p90)]
+    highs += [v for v in levels if math.isfinite(v)]
     if report.baseline.value is not None:
         lows.append(report.baseline.value)
         highs.append(report.baseline.value)
@@ -177,8 +250,37 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     title = " vs ".join(r.run for r in report.runs)
     if report.comparisons:
         title = "; ".join(c.summary.split(" (")[0] for c in report.comparisons)
-    ax.set_title(mpl(title, 160), fontsize=10)
+    ax.set_title(wrapped_title(title, width), fontsize=10)
     return figure
+
+
+def wrapped_title(text: str, width_in: float, fontsize: float = 10.0, *, raw: bool = False) -> str:
+    """A title broken at spaces into lines that fit `width_in` inches (never cut); `$`
+    escaped unless `raw` (text already made for matplotlib)."""
+    from ledger.report.glyphs import drawable, isolated
+    from ledger.report.text import escape_math, one_line, wrap_words
+
+    per_line = max(20, int(width_in * 72 / (fontsize * 0.6)))
+    lines = wrap_words(drawable(one_line(text)), per_line)
+    return isolated("\n".join(line if raw else escape_math(line) for line in lines))
+
+
+def _compare_key(ax: Axes, report: CompareReport) -> list[Any]:
+    """Each run's judged figure, the baseline, and what the marks mean."""
+    from matplotlib.lines import Line2D
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(
+        Line2D([], [], color="0.45", linewidth=0.9, alpha=0.6,
+               label="thin line: running median of the steps (the typical step)")
+    )  # fmt: skip
+    said = [f"{mpl(r.run, 40)}: {w}" for r in report.runs if (w := stall_words(r))]
+    if said:
+        handles.append(
+            Line2D([], [], marker="|", linestyle="", color="0.3", markersize=9,
+                   label="stall steps — " + "; ".join(said))
+        )  # fmt: skip
+    return handles
 
 
 PLOT_FORMATS = (".png", ".pdf", ".svg")  # what `compare --plot` says it accepts

@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 # What `ledger report --out` accepts, and what its help lists (from this same table).
 FORMAT_HELP = {
-    ".html": "one self-contained page",
+    ".html": "one self-contained page, its charts as inline SVG",
     ".png": "one image: title, verdict, then the figures",
-    ".pdf": "a printable document: title, verdict, table, chains, then the figures",
+    ".pdf": "a printable document: title, verdict, table, chains with their why cards, "
+    "then the figures",
 }
 FORMATS = tuple(FORMAT_HELP)
 DPI = 110
@@ -62,8 +63,38 @@ def _html(data: ReportData) -> str:
     from ledger.report.figures import overview_figures
     from ledger.report.html import render_html
 
-    images = {name: _png(figure) for name, figure in overview_figures(data).items()}
-    return render_html(data, images)
+    charts = {name: svg(figure, name) for name, figure in overview_figures(data).items()}
+    return render_html(data, charts)
+
+
+def svg(figure: Figure, prefix: str) -> str:
+    """The figure as inline SVG markup with its text as text (crisp at any zoom, searchable,
+    copyable), scaled to its container; its ids prefixed so that several figures share a
+    page without their clip paths crossing."""
+    import re
+
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": prefix}):
+        figure.savefig(buffer, format="svg")
+    # the page isolates names with <bdi> and SVG text runs left to right: the figures'
+    # isolation marks are not needed there, and the page holds no bidi control at all
+    text = buffer.getvalue().replace("\u2068", "").replace("\u2069", "")
+    text = text[text.index("<svg") :]
+    size = r'(<svg[^>]*?) width="[\d.]+pt" height="[\d.]+pt"'
+    text = re.sub(size, r'\1 width="100%"', text, count=1)
+    seen: dict[str, int] = {}
+
+    def unique(match: re.Match[str]) -> str:  # a gid given to several artists repeats
+        name = match.group(1)
+        seen[name] = seen.get(name, 0) + 1
+        suffix = f"-{seen[name]}" if seen[name] > 1 else ""
+        return f'id="{prefix}-{name}{suffix}"'
+
+    text = re.sub(r'\bid="([^"]*)"', unique, text)
+    text = text.replace("url(#", f"url(#{prefix}-").replace('href="#', f'href="#{prefix}-')
+    return text
 
 
 def _png_report(data: ReportData) -> bytes:

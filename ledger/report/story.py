@@ -34,9 +34,15 @@ Line = tuple[Piece, ...]
 
 
 def implausible(attempt: Attempt) -> bool:
-    """True when the run's throughput is absurd against the baseline (see IMPLAUSIBLE_FACTOR)."""
+    """True when the run's throughput is absurd against the baseline (see
+    IMPLAUSIBLE_FACTOR), or its effective figure against its own steps (wall times that
+    contradict the step times)."""
     a = attempt.analysis
-    if a is None or a.vs_baseline_pct is None or not math.isfinite(a.vs_baseline_pct):
+    if a is None:
+        return False
+    if implausible_ratio(a.judged_effective, a.median):
+        return True
+    if a.vs_baseline_pct is None or not math.isfinite(a.vs_baseline_pct):
         return False
     return implausible_ratio(a.vs_baseline_pct / 100, 1.0)
 
@@ -63,21 +69,48 @@ def named(attempt: Attempt) -> list[Piece]:
     return [Piece(attempt.name, NAME), Piece(" "), Piece(attempt.fate, FATE)]
 
 
-def median_words(attempt: Attempt) -> str:
-    """What the median is: 'steady median', or 'steady median before the OOM'."""
+def figure_words(attempt: Attempt) -> str:
+    """What the figure is: 'throughput', or 'throughput before the OOM'."""
     if died(attempt):
-        return f"steady median before {DEATHS.get(attempt.fate, attempt.fate)}"
-    return "steady median"
+        return f"throughput before {DEATHS.get(attempt.fate, attempt.fate)}"
+    return "throughput"
+
+
+def figure_pieces(attempt: Attempt) -> list[Piece]:
+    """' at 12.8K tok/s effective (typical step 14.2K)': the figure the verdict uses, with
+    the median beside it when the two differ."""
+    from ledger.report.plots import TYPICAL_APART, judged, typical
+
+    a = attempt.analysis
+    assert a is not None
+    unit = f" {a.unit}" if a.unit else ""
+    value, _ = judged(a)
+    median = typical(a)
+    if not math.isfinite(value):
+        return [Piece(f" at {short_value(median)}{unit} (typical step)")]
+    words = f" at {short_value(value)}{unit} effective"
+    if math.isfinite(median) and abs(median / value - 1.0) > TYPICAL_APART:
+        words += f" (typical step {short_value(median)})"
+    return [Piece(words)]
+
+
+def recovery(attempt: Attempt) -> Piece:
+    """'recovered' (good) only for a finished or running launch at the baseline; a run
+    that died says its fate instead."""
+    from ledger.analyze.wording import recovery_word
+
+    a = attempt.analysis
+    word, good = recovery_word(a.recovered if a is not None else None, attempt.fate)
+    return Piece(word, OK if good else BAD)
 
 
 def against_baseline(attempt: Attempt) -> list[Piece]:
-    """'NAME fate at 10.9K tok/s (steady median…), 76.8 % of the baseline (not recovered).'"""
+    """'NAME fate at 10.9K tok/s effective…, 76.8 % of the baseline (not recovered).'"""
     a = attempt.analysis
     assert a is not None and a.vs_baseline_pct is not None
-    unit = f" {a.unit}" if a.unit else ""
-    pieces = [*named(attempt), Piece(f" at {short_value(a.median)}{unit}")]
+    pieces = [*named(attempt), *figure_pieces(attempt)]
     if died(attempt):
-        pieces.append(Piece(f" (its {median_words(attempt)})"))
+        pieces.append(Piece(f" (from its steps before {death(attempt)})"))
     pct = a.vs_baseline_pct
     if implausible(attempt):
         return [
@@ -90,8 +123,7 @@ def against_baseline(attempt: Attempt) -> list[Piece]:
                 "per GPU or per job, tokens or samples)."
             ),
         ]
-    state = Piece("recovered", OK) if a.recovered else Piece("not recovered", BAD)
-    return [*pieces, Piece(f", {grouped(pct)} % of the baseline ("), state, Piece(").")]
+    return [*pieces, Piece(f", {grouped(pct)} % of the baseline ("), recovery(attempt), Piece(").")]
 
 
 def _times(ratio: float) -> str:
@@ -116,7 +148,9 @@ def headline(data: ReportData) -> list[Line]:
         tried = analysed[1:] or analysed  # the first analysed run is the reference
         plausible = [a for a in tried if not implausible(a)]
         if plausible:
-            best = max(plausible, key=lambda a: a.analysis.median if a.analysis else -math.inf)
+            best = max(
+                plausible, key=lambda a: a.analysis.judged_effective if a.analysis else -math.inf
+            )
             if best is not measured:
                 lines.append((Piece("Best attempt: "), *against_baseline(best)))
         for attempt in analysed:
@@ -165,9 +199,9 @@ def _caveats(attempt: Attempt, reference: Attempt | None) -> list[Piece]:
     for run in (reference, attempt):
         if run is not None and died(run):
             notes += [
-                Piece("; the median of "),
+                Piece("; the figures of "),
                 Piece(run.name, NAME),
-                Piece(f" is from its steps before {DEATHS.get(run.fate, run.fate)}"),
+                Piece(f" are from its steps before {DEATHS.get(run.fate, run.fate)}"),
             ]
     if comparison_implausible(attempt):
         notes += [
@@ -181,7 +215,12 @@ def _caveats(attempt: Attempt, reference: Attempt | None) -> list[Piece]:
 def comparison_implausible(attempt: Attempt) -> bool:
     """True when the run and the first run are too far apart to be the same measure."""
     c = attempt.comparison
-    return c is not None and implausible_ratio(c.median_b, c.median_a)
+    if c is None:
+        return False
+    a, b = attempt.analysis, c
+    return implausible_ratio(b.median_b, b.median_a) or (
+        a is not None and implausible_ratio(a.judged_effective, a.median)
+    )
 
 
 def implausible_ratio(value: float, reference: float) -> bool:
@@ -265,6 +304,7 @@ def where(event: RunEvent) -> str:
 
 def plain(line: Line, name_limit: int | None = None) -> str:
     """A line as plain text (PDF, PNG): fates in parentheses, long names shortened."""
+    from ledger.report.glyphs import isolate
     from ledger.report.text import clean, shorten
 
     out = []
@@ -274,5 +314,7 @@ def plain(line: Line, name_limit: int | None = None) -> str:
             text = shorten(" ".join(text.split()), name_limit)
         elif piece.kind == FATE:
             text = f"({text})"
+        if piece.kind in (NAME, USER):  # a right-to-left name keeps the sentence in order
+            text = isolate(text)
         out.append(text)
     return "".join(out)

@@ -64,10 +64,12 @@ def escape_math(text: str) -> str:
 def mpl(text: object, limit: int | None = None) -> str:
     """Text for a matplotlib artist: clean, on one line, shortened, `$` escaped so it is
     never parsed as mathtext (matplotlib shows `\\$` as a plain dollar sign)."""
+    from ledger.report.glyphs import drawable, isolated
+
     value = one_line(text)
     if limit is not None:
         value = shorten(value, limit)
-    return escape_math(value)
+    return isolated(escape_math(drawable(value)))
 
 
 def short_names(names: Iterable[str], limit: int = FIGURE_NAME_CHARS) -> dict[str, str]:
@@ -103,3 +105,26 @@ def wrap(text: str, width: int) -> list[str]:
             textwrap.wrap(paragraph, width, break_long_words=True, break_on_hyphens=False) or [""]
         )
     return lines
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters broken at spaces only: a word longer
+    than a line is shortened in its middle (`shorten`), never split across lines."""
+    import textwrap
+
+    words = [w if len(w) <= width else shorten(w, width) for w in clean(text).split()]
+    return textwrap.wrap(" ".join(words), width, break_long_words=False) or [""]
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` (on one line) cut to at most `limit` characters at a word boundary, with an
+    ellipsis; a first word longer than the limit is cut inside it (nothing else to do)."""
+    value = one_line(text)
+    if len(value) <= limit:
+        return value
+    room = max(limit - 1, 1)
+    head = value[:room]
+    space = head.rfind(" ")
+    if space >= room // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:.-") + ELLIPSIS

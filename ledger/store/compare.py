@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ledger.analyze.units import same_unit
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
+from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution, RunAnalysis
 from ledger.model.terms import FAILED_FATES, FAULT_FATES
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
@@ -192,13 +193,24 @@ def judged(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> C
     """The report with each run's fate, the notes a person should read before trusting it,
     and no "recovered" for a run whose level is absurd against the baseline."""
     runs = [
-        dataclasses.replace(r, recovered=None) if _absurd(r.vs_baseline_pct) else r
+        dataclasses.replace(r, recovered=None)
+        if _absurd(r.vs_baseline_pct) or _contradicts(r)
+        else r
         for r in report.runs
     ]
     report = dataclasses.replace(
         report, runs=runs, fates={name: fate for name, (fate, _) in fates.items()}
     )
     return dataclasses.replace(report, notes=notes(report, fates))
+
+
+def _contradicts(run: RunAnalysis) -> bool:
+    """The effective figure ABSURD times the typical step or more, either way: wall times
+    that contradict the step times (imported stamps in another unit, a clock reset)."""
+    value, median = run.judged_effective, run.median
+    if not (math.isfinite(value) and math.isfinite(median)) or value <= 0 or median <= 0:
+        return False
+    return not 1.0 / ABSURD < value / median < ABSURD
 
 
 def _absurd(pct: float | None) -> bool:
@@ -228,10 +240,17 @@ def notes(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> li
                 f"{run.run} never settled in its first half; its statistics use the second half"
             )
         unit, base = run.unit, report.baseline
-        if unit and base.unit and base.value is not None and unit != base.unit:
+        if unit and base.unit and base.value is not None and not same_unit(unit, base.unit):
             found.append(f"{run.run} is in {unit}, the baseline in {base.unit}")
-        if run is not first and run.unit and first.unit and run.unit != first.unit:
+        if run is not first and run.unit and first.unit and not same_unit(run.unit, first.unit):
             found.append(f"{run.run} is in {run.unit}, {first.run} in {first.unit}")
+        if _contradicts(run):
+            found.append(
+                f"{run.run}: its effective figure ({run.judged_effective:,.6g}) is "
+                f"{run.judged_effective / run.median:,.3g}x its typical step "
+                f"({run.median:,.6g}): its wall times contradict its step times; "
+                "it is not compared with the baseline as recovered or not"
+            )
     return found
 
 

@@ -30,6 +30,7 @@ from ledger.model.terms import FAILED_FATES, FINAL_FATES, IN_PROGRESS_FATES, Fat
 from ledger.store.ingest import write_config
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.steps import StepWriter, latest_launch, placeholder
+from ledger.store.units import house_spelling
 
 Key = tuple[int, int]  # (rank, step)
 
@@ -120,7 +121,7 @@ def store_run(session: Session, inv: int, tracked: TrackedRun, cmap: ColumnMap) 
     config = write_config(session, run_row.id, "import", list(tracked.config.items()))
     unit = next((cmap.unit(n) for n, c in chosen.items() if c == "throughput"), None)
     if unit and not run_row.throughput_unit:
-        run_row.throughput_unit = unit
+        run_row.throughput_unit = house_spelling(session, run_row, unit)
     _times_and_fate(run_row, tracked, bool(rows or fills))
     lf.size = lf.offset = tracked.size
     lf.lines = sum(len(p) for p in tracked.scalars.values())  # the points read

@@ -36,6 +36,7 @@ from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
 from ledger.store.steps import latest_launch as latest
+from ledger.store.units import house_spelling
 
 if TYPE_CHECKING:
     from ledger.model.logs import Found
@@ -322,7 +323,7 @@ def read_log(
     if took:  # the gate redacts and bounds the reason
         launches.set_fate(session, run_row, lf.launch, summary.fate, summary.fate_reason)
     if summary.throughput.unit and not run_row.throughput_unit:
-        run_row.throughput_unit = summary.throughput.unit
+        run_row.throughput_unit = house_spelling(session, run_row, summary.throughput.unit)
     steps, ranks, _ = step_counts(session, run_row.id, lf.launch)
     data["steps"], data["ranks"] = steps, ranks
     return records.IngestResult(
