@@ -214,7 +214,7 @@ class Link:
         done = 0
         while pending:
             item, batch = pending[0]
-            if type(item) is StepRecord:
+            if isinstance(item, StepRecord):
                 step = self._step(item, batch, give_up)
                 if step is None:
                     break
@@ -340,14 +340,15 @@ class Link:
             self.feed.answer_all()
 
     def _reply(self, reply: protocol.Message) -> None:
+        if type(reply) is Say:
+            log.log(logging.WARNING if reply.warning else logging.INFO, "%s", reply.text)
+            return
         if self._frozen:
-            return  # close() has given its figures; the writer's late word changes none
+            return  # close() has given its figures; the writer's late counts change none
         if type(reply) is Stats or type(reply) is Flushed or type(reply) is Closed:
             self.rows_written, self.lost, self.bad_values = reply[0], reply[1], reply[2]
         if type(reply) is Flushed:
             self.feed.answered(reply.token)
-        elif type(reply) is Say:
-            log.log(logging.WARNING if reply.warning else logging.INFO, "%s", reply.text)
         elif type(reply) is Closed:
             self.closed.set()
 

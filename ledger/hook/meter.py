@@ -42,7 +42,9 @@ DEFAULT_MEMORY_EVERY = 100
 DEFAULT_MEMORY_INTERVAL_S = 0.1
 DEFAULT_GPU_EVERY = 5.0
 COST_SAMPLE_MASK = 15  # the meter times its own share of one step in 16
-ADAPT_MASK = 63  # how often (in steps) the automatic event interval is reconsidered
+CLOSE_MARGIN_S = 3.0  # past close_timeout: the writer's own grace (2 s), and the pipe's
+FIRST_WINDOW = 16  # steps before the automatic event interval is first decided
+ADAPT_EVERY = 64  # steps between two reconsiderations of it
 EVENT_BUDGET = 0.002  # an event pair may cost the host this share of a step, at most
 MAX_EVENT_EVERY = 64
 FIRST_EVENT_EVERY = 8  # until the host cost of an event is known
@@ -111,6 +113,8 @@ class StepMeter:
         self._auto_events = event_every is None
         self._event_every = FIRST_EVENT_EVERY if event_every is None else event_every
         self._window_at = 0  # perf_counter_ns at the start of the adaptation window
+        self._window_from = 0  # the step count there
+        self._adapt_at = 0 if self._auto_events and self._events is not None else 1 << 62
         self._feed = Feed(self._torch, self._events, rank)
         self._queue = self._feed.queue
         self._costs = self._feed.costs
@@ -156,8 +160,8 @@ class StepMeter:
         # The meter times its own share of one step in 16, a different one in each block
         # of 16, so the timed steps fall on event and memory steps as often as the rest do.
         called = 0 if (count ^ (count >> 4)) & COST_SAMPLE_MASK else _now()
-        if not count & ADAPT_MASK and self._auto_events:
-            self._adapt_events()
+        if count >= self._adapt_at:
+            self._adapt_events(count)
         if step is None:
             step = self._next_step
         self._next_step = step + 1
@@ -172,15 +176,18 @@ class StepMeter:
         current._timed = count % self._event_every == 0
         return current
 
-    def _adapt_events(self) -> None:
-        """Time every step whose period an event pair cannot be seen in (EVENT_BUDGET)."""
+    def _adapt_events(self, count: int) -> None:
+        """Time every step whose period an event pair cannot be seen in (EVENT_BUDGET):
+        reconsidered after the first FIRST_WINDOW steps, then every ADAPT_EVERY."""
         now = _now()
         started, self._window_at = self._window_at, now
+        steps, self._window_from = count - self._window_from, count
+        self._adapt_at = count + (FIRST_WINDOW if not started else ADAPT_EVERY)
         events = self._events
         record = events.record_ns() if events is not None else None
-        if not started or record is None:
+        if not started or record is None or steps < 1:
             return
-        period = (now - started) / (ADAPT_MASK + 1)
+        period = (now - started) / steps
         every = math.ceil(2 * record / max(1.0, EVENT_BUDGET * period))
         self._event_every = max(1, min(MAX_EVENT_EVERY, every))
 
@@ -222,8 +229,9 @@ class StepMeter:
                 self._queue.append(SetFate(Fate(fate), reason, True))
             self._link.close()
         # A second close (SIGTERM arriving while atexit closes) waits for the first one's.
-        # The writer gives up at close_timeout itself and says so; this is its margin.
-        done = self._link.join(self.close_timeout + 2.0)
+        # The writer gives up at close_timeout itself and says so, and ends GRACE_S later
+        # even inside a database call that never returns; this is its margin.
+        done = self._link.join(self.close_timeout + CLOSE_MARGIN_S)
         if first:
             self._exits.uninstall()
             if not done:

@@ -22,6 +22,7 @@ MIB = float(1 << 20)
 log = logging.getLogger("ledger.hook")
 _now = time.perf_counter_ns
 TIMED_RECORDS = 15  # the pool times one record() in 16: what an event costs this host
+FIRST_TIMED = 4  # and the first few, so the meter knows early
 
 
 def loaded_torch() -> Any | None:
@@ -76,11 +77,11 @@ class EventPool:
     def recorded(self) -> Any:
         """An event from the pool, recorded now on the current stream."""
         self._calls = calls = self._calls + 1
-        started = 0 if calls & TIMED_RECORDS else _now()
         try:
             event = self._free.pop()
         except IndexError:
             event = self._event(enable_timing=True)
+        started = _now() if calls <= FIRST_TIMED or not calls & TIMED_RECORDS else 0
         if self._stream is None:
             event.record()
         else:

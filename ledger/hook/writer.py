@@ -458,7 +458,8 @@ class Writer:
                 if type(item) is dict:
                     self.lost += 1
                 elif type(item) is Flush:
-                    self.reply(Flushed(self.rows_written, self.lost, self.values_lost(), item.token))
+                    counts = (self.rows_written, self.lost, self.values_lost())
+                    self.reply(Flushed(*counts, item.token))
             if self.closing:
                 return
             self.wake.wait(self.flush_interval)
