@@ -230,13 +230,100 @@ def bench_gil_loop(folder: Path, blocks: int = 20, block: int = 50) -> dict[str,
     return {"without_us": a, "with_us": b_, "slowdown_pct": (b_ / a - 1) * 100}
 
 
+# Fresh processes, as a training script is: import, make the meter, 20,000 steps as fast as
+# they come, close(). What is timed is close() (until every step is durable), and the
+# writer process's start-up alone (StepMeter() then flush() with nothing recorded).
+_FRESH_METER = """
+import sys, time
+from ledger.hook import StepMeter
+db, mode, STEPS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+six = dict(tokens=4096, loss=2.5, lr=3e-4, grad_norm=1.25, mfu=0.41, loss_scale=65536.0)
+made = time.perf_counter()
+meter = StepMeter("durable", db=db, max_pending=1_000_000, handle_sigterm=False)
+if mode == "startup":
+    assert meter.flush(120)
+    print(time.perf_counter() - made)
+    meter.close()
+    raise SystemExit
+for i in range(STEPS):
+    with meter.step(i, **six):
+        pass
+looped = time.perf_counter()
+meter.close()
+print(time.perf_counter() - looped, looped - made)
+"""
+
+# The reference, in a fresh process too: the same rows written by the ledger's own writer
+# in this process, the ledger opened before the clock starts (as ledger's earlier
+# in-process writer did at construction): what writing them costs at all.
+_FRESH_REFERENCE = """
+import sys, time
+from datetime import UTC, datetime
+from ledger.store import Ledger
+STEPS = int(sys.argv[2])
+lg = Ledger.open(sys.argv[1], create=True)
+run = lg.start_metered_run("durable", host="h", command=None, launched_at=datetime.now(UTC))
+rows = [{"step": i, "rank": 0, "wall_time": 1.7e9 + i, "step_time_s": 1e-5, "wait_s": 1e-6,
+         "gpu_time_s": None, "tokens": 4096, "throughput": 4e8, "loss": 2.5, "lr": 3e-4,
+         "grad_norm": 1.25, "mfu": 0.41, "loss_scale": 65536.0} for i in range(STEPS)]
+start = time.perf_counter()
+for at in range(0, len(rows), 10_000):
+    lg.write_meter_batch(run.id, rows[at:at + 10_000], metrics=[], dropped=0, cost_us=None,
+                         fates=[])
+print(time.perf_counter() - start)
+"""
+
+
+def bench_close_fresh(folder: Path, runs: int) -> dict[str, Any]:
+    """close() after 20,000 steps x 6 scalars in fresh processes (interleaved with the
+    reference), each into a new ledger; medians of `runs`."""
+    import subprocess
+
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (checkout, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+
+    def child(code: str, db: Path, *args: str) -> list[float]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, f"sqlite:///{db}", *args],
+            capture_output=True, text=True, env=env, timeout=300, check=True,
+        )  # fmt: skip
+        return [float(x) for x in done.stdout.split()]
+
+    close, loop, startup, reference = [], [], [], []
+    for i in range(runs):
+        steps = str(DURABLE_STEPS)
+        took, looped = child(_FRESH_METER, folder / f"fresh-{i}.db", "steps", steps)
+        close.append(took)
+        loop.append(looped)
+        startup.append(child(_FRESH_METER, folder / f"startup-{i}.db", "startup", steps)[0])
+        reference.append(child(_FRESH_REFERENCE, folder / f"reference-{i}.db", steps)[0])
+    return {
+        "close_s": close,
+        "loop_s": loop,
+        "writer_startup_s": startup,
+        "reference_write_s": reference,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=31, help="repetitions (median taken)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per repetition")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--fresh", type=int, default=3, help="fresh-process close() runs")
+    parser.add_argument(
+        "--close-only", action="store_true", help="only the fresh-process close() figures"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if args.close_only:
+        with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
+            fresh = bench_close_fresh(Path(tmp), args.fresh)
+        print_fresh(fresh)
+        if args.json is not None:
+            args.json.write_text(json.dumps({"fresh_close": fresh}, indent=2) + "\n")
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         folder = Path(tmp)
@@ -249,11 +336,29 @@ def main() -> int:
             "mlflow": bench_mlflow(folder, args.reps, args.calls),
             "wandb": bench_wandb(folder, args.reps, args.calls),
             "gil_loop": bench_gil_loop(folder),
+            "fresh_close": bench_close_fresh(folder, args.fresh) if args.fresh else None,
         }
     print_table(results)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def print_fresh(fresh: dict[str, Any] | None) -> None:
+    if not fresh:
+        return
+    med = statistics.median
+    print(
+        f"close() after {DURABLE_STEPS} steps x 6 scalars, fresh processes, new ledgers, "
+        f"median of {len(fresh['close_s'])}: {med(fresh['close_s']):.2f} s "
+        f"(runs {', '.join(f'{x:.2f}' for x in fresh['close_s'])}; the loop took "
+        f"{med(fresh['loop_s']):.3f} s); goal <= 0.5 s"
+    )
+    print(
+        f"  the writer process's start-up alone (StepMeter() to a done flush()): "
+        f"{med(fresh['writer_startup_s']):.2f} s; reference, the same rows written in-process "
+        f"into an open ledger: {med(fresh['reference_write_s']):.2f} s"
+    )
 
 
 def print_table(r: dict[str, Any]) -> None:
@@ -306,6 +411,7 @@ def print_table(r: dict[str, Any]) -> None:
         f"(StepMeter.close, mlflow.flush_async_logging, wandb run.finish); StepMeter recorded "
         f"and stored them all in {meter['durable_total_s']:.2f} s"
     )
+    print_fresh(r.get("fresh_close"))
     gil = r["gil_loop"]
     print(
         f"a loop whose steps hold the GIL for 1 ms: {gil['without_us']:.1f} µs/step bare, "

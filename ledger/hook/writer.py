@@ -91,7 +91,12 @@ class Writer:
         self._dropped_stored = 0
         self._dynamo: dict[str, int] | None = None
         self._dynamo_stored: dict[str, int] = {}
-        self._config = runinfo.process_config(list(hello.argv), str(hello.cwd))
+        self._config = runinfo.process_config(list(hello.argv), str(hello.cwd), git=False)
+        # git runs two subprocesses: asked aside, so the ledger opens (and the first steps
+        # are written) without waiting for them.
+        self._git: dict[str, str] = {}
+        self._git_asked = threading.Thread(target=self._ask_git, daemon=True)
+        self._git_asked.start()
         self._torch_config: dict[str, str] | None = None
         self._config_written = False
         self._device: int | None = None
@@ -102,6 +107,9 @@ class Writer:
         self._sample_at = 0.0
         self._backoff = 0.0
         self._warned: set[str] = set()
+
+    def _ask_git(self) -> None:
+        self._git = runinfo.git_state(str(self.hello.cwd))
 
     # -- the pipe's side (a thread of its own) -------------------------------------------
 
@@ -272,7 +280,9 @@ class Writer:
         metrics = self._metrics + self._dynamo_metrics()
         config = None
         if not self._config_written:
+            self._git_asked.join(2 * runinfo.GIT_TIMEOUT_S)
             config = dict(self._config)
+            config.update(self._git)
             config.update(self._torch_config or {})
         try:
             report = self._ledger.write_meter_batch(
@@ -386,6 +396,13 @@ class Writer:
         row = self._sampler.sample(device, rank=rank, step=self._last_step)
         if row is not None:
             self._gpus.append(row)
+        if self._sampler.failures and "nvml-fields" not in self._warned:
+            self._warned.add("nvml-fields")
+            text = (
+                f"ledger.hook: NVML refused {self._sampler.failures} reading(s) of run "
+                f"{self.run_name!r}'s GPU; those fields are NULL in gpu_sample"
+            )
+            self.reply(Say(False, text))
 
     # -- opening, and what to do when it cannot ------------------------------------------
 
