@@ -124,8 +124,6 @@ class Sampler:
         return handle
 
 
-
-
 def _milli(value: Any) -> float | None:
     return value / 1000.0 if isinstance(value, int | float) else None
 

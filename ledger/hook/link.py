@@ -26,6 +26,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,12 @@ from ledger.hook.protocol import (
     Close,
     Closed,
     Config,
-    Flush,
     Flushed,
     Hello,
     Log,
     Meta,
     Say,
     Stats,
-    Step,
     StepRecord,
 )
 from ledger.hook.reads import Batch, Device, Resolver
@@ -81,7 +80,8 @@ class Link:
         self._dropped_said = 0
         self._pump_lock = threading.Lock()
         self._resolver = Resolver(_device(feed))
-        self._pending: deque[tuple[Queued, Batch]] = deque()  # taken, not yet handed over
+        # Taken from the queue, not yet handed over: one batch of device reads per round.
+        self._rounds: deque[tuple[Batch, deque[Queued]]] = deque()
         self._rank: int | None = None
         self._dynamo: dict[str, int] = {}
         self._dynamo_at = 0.0
@@ -142,7 +142,7 @@ class Link:
         and a later word from it changes nothing (the meter's figures are final)."""
         handed = self.sent - self.rows_written - self.lost
         self.abandoned = max(0, handed) + sum(
-            type(item) is StepRecord for item, _ in list(self._pending)
+            type(item) is StepRecord for _, waiting in list(self._rounds) for item in waiting
         )
         self.abandoned += sum(type(item) is StepRecord for item in list(self.feed.queue))
         self._frozen = True
@@ -174,23 +174,25 @@ class Link:
             self.closed.set()
             self.feed.answer_all()
 
-    def pump(self, *, urgent: bool = False) -> bool:
+    def pump(self, *, urgent: bool = False, yields: bool = True) -> bool:
         """One round: take what was queued, hand over what is resolved, in one frame.
 
         Returns True when something must be handed over soon (a flush or close waits for the
-        GPU to reach steps queued before it) and the next round should come in POLL_S."""
+        GPU to reach steps queued before it) and the next round should come in POLL_S.
+        `yields`: sleep(0) every SLICE items, to let a waiting training thread in (not
+        when the training thread itself pumps)."""
         with self._pump_lock:
-            queue, pending, start = self.feed.queue, self._pending, self._resolver.start
-            fresh: list[Queued] = []
-            while queue:
-                fresh.append(queue.popleft())
-            if fresh:
-                batch = start(_values(fresh))
-                pending.extend((item, batch) for item in fresh)
-            urgent = urgent or any(type(item) is Flush for item, _ in pending)
+            queue, rounds = self.feed.queue, self._rounds
+            if queue:
+                fresh: deque[Queued] = deque()
+                while queue:
+                    fresh.append(queue.popleft())
+                device = self._resolver.device is not None
+                rounds.append((self._resolver.start(_values(fresh)) if device else _HOST, fresh))
+            urgent = urgent or bool(self.feed.waiters)  # a flush() waits
             give_up = urgent and self.closing and time.monotonic() > self._give_up_at
             items: list[Any] = [None]
-            self._hand_over(items, give_up=give_up)
+            self._hand_over(items, give_up=give_up, yields=yields)
             meta = self._meta(urgent)
             items[0] = protocol.pack(meta)  # first: the counts before the steps
             if not self._config_sent:
@@ -205,34 +207,39 @@ class Link:
             elif meta.now_ns < self._quiet_after or meta.dropped != self._dropped_said:
                 self._send(items)
             self._dropped_said = meta.dropped
-            return urgent and bool(pending)
+            return urgent and bool(rounds)
 
-    def _hand_over(self, items: list[Any], *, give_up: bool) -> None:
+    def _hand_over(self, items: list[Any], *, give_up: bool, yields: bool) -> None:
         """The resolved head of the queue, in order; stops at the first step the GPU has not
         reached (unless giving up at close: then what is not there is missing)."""
-        pending = self._pending
+        rounds = self._rounds
         done = 0
-        while pending:
-            item, batch = pending[0]
-            if isinstance(item, StepRecord):
-                step = self._step(item, batch, give_up)
-                if step is None:
-                    break
-                items.append(protocol.pack_step(step))
-            else:
-                if not (batch.ready() or give_up):
-                    break
-                if type(item) is Log:
-                    number = self._resolver.number
-                    values = {str(k): number(v, batch) for k, v in item.values.items()}
-                    item = Log(item.step, values)
-                items.append(protocol.pack(item))
-            pending.popleft()
-            done += 1
-            if done % SLICE == 0:
-                time.sleep(0)  # hand the GIL to the training thread if it is waiting
+        while rounds:
+            batch, waiting = rounds[0]
+            while waiting:
+                item = waiting[0]
+                if isinstance(item, StepRecord):
+                    step = self._step(item, batch, give_up)
+                    if step is None:
+                        return
+                    items.append(step)
+                else:
+                    if not (batch.ready() or give_up):
+                        return
+                    if type(item) is Log:
+                        number = self._resolver.number
+                        values = {str(k): number(v, batch) for k, v in item.values.items()}
+                        item = Log(item.step, values)
+                    items.append(protocol.pack(item))
+                waiting.popleft()
+                done += 1
+                if done % SLICE == 0 and yields:
+                    time.sleep(0)  # hand the GIL to the training thread if it is waiting
+            rounds.popleft()
 
-    def _step(self, record: StepRecord, batch: Batch, give_up: bool) -> Step | None:
+    def _step(self, record: StepRecord, batch: Batch, give_up: bool) -> tuple[Any, ...] | None:
+        """The step as it goes on the pipe (protocol.pack of its Step), or None while the
+        GPU has not reached it."""
         end = record.end_event
         gpu_s = None
         if end is not None:
@@ -246,16 +253,16 @@ class Link:
         if not batch.ready() and not give_up:
             return None
         number = self._resolver.number
-        scalars = record.scalars
-        return Step(
-            record.step,
-            record.t0,
-            record.t1,
-            number(record.tokens, batch),
-            number(record.loss, batch),
-            {str(k): number(v, batch) for k, v in scalars.items()} if scalars else None,
-            gpu_s,
-            record.memory,
+        tokens, loss, scalars = record.tokens, record.loss, record.scalars
+        # Plain numbers (the common case off the GPU) go as they are, without a call each.
+        if not (tokens is None or type(tokens) is int or type(tokens) is float):
+            tokens = number(tokens, batch)
+        if not (loss is None or type(loss) is float or type(loss) is int):
+            loss = number(loss, batch)
+        if scalars and not _plain(scalars):
+            scalars = {k: number(v, batch) for k, v in scalars.items()}
+        return protocol.pack_step_of(
+            record.step, record.t0, record.t1, tokens, loss, scalars, gpu_s, record.memory
         )
 
     def _meta(self, urgent: bool) -> Meta:
@@ -353,7 +360,15 @@ class Link:
             self.closed.set()
 
 
-def _values(items: list[Queued]) -> list[Any]:
+def _plain(values: dict[str, Any]) -> bool:
+    for value in values.values():
+        kind = type(value)
+        if kind is not float and kind is not int:
+            return False
+    return True
+
+
+def _values(items: Iterable[Queued]) -> list[Any]:
     """Every value among these that may be a tensor."""
     out: list[Any] = []
     for item in items:
@@ -373,6 +388,7 @@ def _device(feed: Feed) -> Device | None:
     return torch_side.device_reads(feed.torch, feed.events)
 
 
+_HOST = Batch(None, [])  # values read on the host: nothing to wait for
 _LINKS: weakref.WeakSet[Link] = weakref.WeakSet()
 
 

@@ -192,6 +192,20 @@ def pack_step(step: Step) -> tuple[Any, ...]:
     return (STEP_TAG, *step)
 
 
+def pack_step_of(
+    step: Any,
+    t0: int,
+    t1: int,
+    tokens: float | int | None,
+    loss: float | int | None,
+    scalars: dict[str, float | int | None] | None,
+    gpu_s: float | None,
+    memory: tuple[float, float, float] | None,
+) -> tuple[Any, ...]:
+    """pack(Step(...)) without building the Step: the forwarder's path, once per step."""
+    return (STEP_TAG, step, t0, t1, tokens, loss, scalars, gpu_s, memory)
+
+
 def unpack(item: Any) -> Message:
     """A message back from its tuple; ValueError for anything else."""
     if type(item) is not tuple or not item:
