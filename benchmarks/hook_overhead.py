@@ -344,11 +344,12 @@ def main() -> int:
         "--close-only", action="store_true", help="only the fresh-process close() figures"
     )
     parser.add_argument("--gil-only", action="store_true", help="only the GIL-loop figures")
+    parser.add_argument("--gil-blocks", type=int, default=30, help="GIL-loop blocks per arm")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.gil_only:
         with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
-            gil = bench_gil_loop(Path(tmp))
+            gil = bench_gil_loop(Path(tmp), blocks=args.gil_blocks)
         print(json.dumps(gil, indent=2))
         if args.json is not None:
             args.json.write_text(json.dumps({"gil_loop": gil}, indent=2) + "\n")
@@ -371,7 +372,7 @@ def main() -> int:
             "simplequeue_put": bench_put(args.reps, args.calls),
             "mlflow": bench_mlflow(folder, args.reps, args.calls),
             "wandb": bench_wandb(folder, args.reps, args.calls),
-            "gil_loop": bench_gil_loop(folder),
+            "gil_loop": bench_gil_loop(folder, blocks=args.gil_blocks),
             "fresh_close": bench_close_fresh(folder, args.fresh) if args.fresh else None,
         }
     print_table(results)
