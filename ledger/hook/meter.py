@@ -7,10 +7,12 @@
             s.set(loss=loss)             # a tensor: read later, off the training thread
 
 The training thread's share of a step is a clock read on each side, on CUDA one event
-recorded on the current stream at each boundary (never a synchronize), and one tuple
-appended to a bounded deque. A forwarder thread (ledger.hook.link) resolves the tuples
-into numbers and pipes them to a writer process (ledger.hook.writer), which writes the
-ledger. See docs/hook.md for what is guaranteed on exit, exception, SIGTERM and kill -9.
+recorded on the current stream at each boundary of the steps it times (never a
+synchronize) and a memory read on the steps it samples, and one StepRecord appended to a
+bounded deque (ledger.hook.feed). A forwarder thread (ledger.hook.link) turns the records
+into numbers without waiting for the GPU and pipes them to a writer process
+(ledger.hook.writer), which writes the ledger. See docs/hook.md for what is guaranteed on
+exit, exception, SIGTERM and kill -9.
 """
 
 from __future__ import annotations
