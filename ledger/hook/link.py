@@ -142,7 +142,7 @@ class Link:
         and a later word from it changes nothing (the meter's figures are final)."""
         handed = self.sent - self.rows_written - self.lost
         self.abandoned = max(0, handed) + sum(
-            type(item) is StepRecord for _, waiting in list(self._rounds) for item in waiting
+            type(item) is StepRecord for _, waiting in list(self._rounds) for item in list(waiting)
         )
         self.abandoned += sum(type(item) is StepRecord for item in list(self.feed.queue))
         self._frozen = True

@@ -30,8 +30,8 @@ class Copy(Protocol):
         """True once the copy has completed (never waits)."""
         ...
 
-    def values(self) -> list[Number]:
-        """The values, in the order given; only once ready()."""
+    def values(self) -> list[Number | None]:
+        """The values, in the order given (None: not a scalar); only once ready()."""
         ...
 
 
@@ -54,7 +54,7 @@ class Batch:
         self._copy = copy
         self._tensors = tensors  # held until read: their memory must not be reused before
         self._index = {id(t): i for i, t in enumerate(tensors)}
-        self._values: list[Number] | None = None if copy is not None else []
+        self._values: list[Number | None] | None = None if copy is not None else []
 
     def ready(self) -> bool:
         if self._values is not None:
@@ -122,21 +122,22 @@ class Resolver:
 
 
 class _TorchCopy:
-    __slots__ = ("_done", "_hosts", "_order")
+    __slots__ = ("_count", "_done", "_hosts", "_order")
 
-    def __init__(self, done: list[Any], hosts: list[Any], order: list[int]) -> None:
+    def __init__(self, done: list[Any], hosts: list[Any], order: list[int], count: int) -> None:
         self._done = done
         self._hosts = hosts
         self._order = order  # position in the caller's list of each value, group by group
+        self._count = count
 
     def ready(self) -> bool:
         return all(event.query() for event in self._done)
 
-    def values(self) -> list[Number]:
+    def values(self) -> list[Number | None]:
         flat: list[Any] = []
         for host in self._hosts:
             flat.extend(host.tolist())  # host memory: the copy is complete
-        out: list[Number] = [0.0] * len(self._order)
+        out: list[Number | None] = [None] * self._count
         for position, value in zip(self._order, flat, strict=True):
             out[position] = value
         return out
@@ -163,9 +164,8 @@ class TorchDevice:
         torch = self._torch
         groups: dict[Any, list[int]] = {}
         for i, tensor in enumerate(tensors):
-            if tensor.numel() != 1:
-                raise ValueError("a device value of several elements is not a scalar")
-            groups.setdefault((tensor.device, tensor.dtype), []).append(i)
+            if tensor.numel() == 1:  # others are not scalars: missing, and counted
+                groups.setdefault((tensor.device, tensor.dtype), []).append(i)
         done, hosts, order = [], [], []
         for (device, dtype), positions in groups.items():
             marker = torch.cuda.Event()
@@ -181,7 +181,7 @@ class TorchDevice:
             done.append(event)
             hosts.append(host)
             order.extend(positions)
-        return _TorchCopy(done, hosts, order)
+        return _TorchCopy(done, hosts, order, len(tensors))
 
     def _stream_of(self, device: Any) -> Any:
         stream = self._source(device) if self._source is not None else None
