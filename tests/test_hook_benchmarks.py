@@ -70,7 +70,8 @@ def test_hook_overhead_runs(tmp_path: Path) -> None:
     figures = tmp_path / "overhead.json"
     stdout = _run(
         sys.executable, str(BENCHMARKS / "hook_overhead.py"), "--reps", "3", "--calls", "200",
-        "--fresh", "1", "--gil-blocks", "4", "--json", str(figures), timeout=900,
+        "--fresh", "1", "--gil-blocks", "4", "--skip-peers", "--json", str(figures),
+        timeout=900,
     )  # fmt: skip
     assert "SimpleQueue.put" in stdout and "fresh processes" in stdout
     result = json.loads(figures.read_text())
@@ -79,8 +80,5 @@ def test_hook_overhead_runs(tmp_path: Path) -> None:
     assert len(result["fresh_close"]["close_s"]) == 1
     gil = result["gil_loop"]
     assert gil["without_us"] > 0 and gil["forwarder_us"] > 0 and gil["caller_us"] > 0
-    for other in ("mlflow", "wandb"):  # not dependencies of ledger: absent from this venv
-        try:
-            __import__(other)
-        except ImportError:
-            assert result[other] is None and "not installed" in stdout
+    assert result["mlflow"] is None and result["wandb"] is None  # left out when asked
+    assert "not run" in stdout
