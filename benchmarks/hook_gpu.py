@@ -1,33 +1,40 @@
-"""StepMeter on a real GPU training step: its overhead, and whether its GPU times are right.
+"""StepMeter on a real GPU training loop: what it costs each kind of loop, and whether its GPU
+times are right.
 
-A small bf16 decoder-only transformer trains with AdamW. After warm-up, blocks of steps
-with the meter and blocks without it alternate (A/B interleaved, so drift in clocks and
-temperature hits both arms alike), each arm getting `--steps` steps. Every step is timed
-by this script on the host (until its loss is on the host, as a loop that logs its loss
-does) and with CUDA events of its own around the step. Printed: the step time of each arm,
-the meter's overhead in % of the step time, and how the GPU step times the meter stored in
-the ledger agree with the script's own events.
+Three workloads, each measured in three arms interleaved in blocks (each arm in each
+position of a round as often, so drift in clocks and temperature hits all alike):
 
-    python benchmarks/hook_gpu.py --out OUT                     # one GPU
-    torchrun --nproc_per_node 2 benchmarks/hook_gpu.py --ddp --out OUT   # two ranks, NCCL
-    python benchmarks/hook_gpu.py --device cpu --steps 20 --out OUT      # CPU smoke run
-    python benchmarks/hook_gpu.py --host-bound --out OUT        # ~150 tiny kernels a step
+- `transformer`: a bf16 decoder-only transformer with AdamW, about 20 ms a step on an H200;
+- `tiny`: a small one (a few ms a step: the meter's share is larger);
+- `host-bound`: ~150 tiny kernels on a small tensor, the GPU mostly idle (the step's time
+  is the host launching them, as a small drafter model's is).
 
---host-bound replaces the transformer by a step that launches ~150 tiny kernels on a
-small tensor (about 2 ms a step on an H200 host, the GPU mostly idle, as a small drafter
-model is): there the meter's host cost is a visible share of the step.
+The arms: `bare` (no meter), `meter` (`with meter.step(...)`) and `meter+loss` (the same,
+plus `s.set(loss=loss)` with the CUDA loss tensor, which the meter must read without
+making anyone wait for the GPU). Nothing in the loop reads the loss: like a real loop that
+logs every N steps, the GPU runs behind the host, and each block ends with a synchronize
+that the last step of the block pays. A step's time is from its start to the next one's.
+Printed per arm: median, mean, p99 and max against the bare arm's, and the steps slower
+than 1.5x the bare median that the bare arm does not also have.
 
-Needs only torch and ledger (and what ledger installs: the hook uses sqlalchemy and, to
-create a new ledger, alembic with Mako and MarkupSafe); it imports the ledger of the
-checkout it lives in, installed or not. The table goes to stdout (rank 0),
-the figures to OUT/hook_gpu.json (OUT/hook_gpu_ddp.json with --ddp), and the ledger to
-OUT/ledger.db unless --db names another.
+    python benchmarks/hook_gpu.py --out OUT                     # all three, one GPU
+    python benchmarks/hook_gpu.py --workload host-bound --out OUT
+    torchrun --nproc_per_node 2 benchmarks/hook_gpu.py --ddp --workload transformer --out OUT
+    python benchmarks/hook_gpu.py --device cpu --steps 50 --out OUT   # CPU self-check
+
+On CUDA, the transformer workloads also time each step with events of this script's own
+(in every arm alike) and compare them with the gpu_time_s the meter stored.
+
+Needs only torch and ledger (and what ledger installs); it imports the ledger of the
+checkout it lives in, installed or not. The table goes to stdout (rank 0), the figures to
+OUT/hook_gpu.json (OUT/hook_gpu_ddp.json with --ddp), the ledger to OUT/ledger.db unless
+--db names another.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import itertools
 import json
 import math
 import os
@@ -35,6 +42,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +57,10 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "ledger" / "__init__.py").is_file():
     sys.path.insert(0, str(_CHECKOUT))
 
+ARMS = ("bare", "meter", "meter+loss")
+WORKLOADS = ("transformer", "tiny", "host-bound")
+SLOW = 1.5  # a step slower than this times the bare arm's median is a slow step
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -60,8 +72,16 @@ class Shape:
     batch: int
 
 
-GPU_SHAPE = Shape(vocab=32768, dim=1024, layers=8, heads=16, seq=1024, batch=8)
-CPU_SHAPE = Shape(vocab=256, dim=64, layers=2, heads=4, seq=32, batch=4)
+SHAPES = {  # (on CUDA, on the CPU)
+    "transformer": (
+        Shape(vocab=32768, dim=1024, layers=8, heads=16, seq=1024, batch=8),
+        Shape(vocab=128, dim=32, layers=1, heads=2, seq=16, batch=2),
+    ),
+    "tiny": (
+        Shape(vocab=8192, dim=384, layers=4, heads=6, seq=256, batch=8),
+        Shape(vocab=64, dim=16, layers=1, heads=2, seq=8, batch=2),
+    ),
+}
 
 
 class Block(nn.Module):
@@ -99,16 +119,15 @@ class TinyGPT(nn.Module):
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda", help="cuda (default) or cpu for a smoke run")
-    p.add_argument("--steps", type=int, default=400, help="measured steps per arm (>= 200)")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu for a self-check")
+    p.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
+    p.add_argument("--steps", type=int, default=600, help="measured steps per arm")
     p.add_argument("--warmup", type=int, default=None, help="steps before measuring")
-    p.add_argument("--block", type=int, default=10, help="steps per A or B block")
+    p.add_argument("--block", type=int, default=10, help="steps per block of one arm")
     p.add_argument("--ddp", action="store_true", help="under torchrun: DistributedDataParallel")
-    p.add_argument("--host-bound", action="store_true", help="~150 tiny kernels a step")
     p.add_argument("--kernels", type=int, default=150, help="kernels per host-bound step")
     p.add_argument("--out", type=Path, default=Path("hook_gpu_out"))
     p.add_argument("--db", default=None, help="the ledger (default: OUT/ledger.db)")
-    p.add_argument("--run", default=None, help="ledger run name (default: hook_gpu[_ddp]-TIME)")
     return p.parse_args()
 
 
@@ -153,22 +172,25 @@ class Dist:
             dist.destroy_process_group()
 
 
-def main() -> int:
-    args = parse_args()
-    dist = Dist(args)
+def make_step(
+    workload: str, dist: Dist, kernels: int
+) -> tuple[Callable[[], torch.Tensor], int, dict[str, Any]]:
+    """(the step, returning its loss on the device; tokens a step; what it is)."""
     cuda = dist.device.type == "cuda"
-    shape = GPU_SHAPE if cuda else CPU_SHAPE
-    warmup = args.warmup if args.warmup is not None else (30 if cuda else 3)
-    args.out.mkdir(parents=True, exist_ok=True)
-    db = args.db or str((args.out / "ledger.db").resolve())
-    # A run per invocation: a second run into the same ledger under the same name would
-    # keep the first one's rows for every step number (the ledger's first write wins).
-    stamp = dist.gather(time.strftime("%Y%m%d-%H%M%S"))[0]
-    kind = "_host" if args.host_bound else ""
-    run = args.run or f"hook_gpu{'_ddp' if args.ddp else ''}{kind}-{stamp}"
+    if workload == "host-bound":
+        small = torch.rand(256, device=dist.device)
 
-    torch.manual_seed(1234 + dist.rank)
+        def host_bound_step() -> torch.Tensor:
+            # Each op is one tiny kernel: the step's time is the host launching them.
+            x = small
+            for _ in range(kernels - 1):
+                x = torch.sin(x)
+            return x.sum()
+
+        return host_bound_step, 256, {"kernels": kernels}
+    shape = SHAPES[workload][0 if cuda else 1]
     dtype = torch.bfloat16 if cuda else torch.float32
+    torch.manual_seed(1234 + dist.rank)
     model: nn.Module = TinyGPT(shape).to(device=dist.device, dtype=dtype)
     if dist.enabled:
         from torch.nn.parallel import DistributedDataParallel
@@ -176,7 +198,6 @@ def main() -> int:
         model = DistributedDataParallel(model, device_ids=[dist.device.index] if cuda else None)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq + 1), device=dist.device)
-    tokens = shape.batch * shape.seq
 
     def train_step() -> torch.Tensor:
         logits = model(ids[:, :-1])
@@ -186,94 +207,105 @@ def main() -> int:
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    if args.host_bound:
-        small = torch.rand(256, device=dist.device)
-        kernels = args.kernels
+    return train_step, shape.batch * shape.seq, {"shape": asdict(shape), "dtype": str(dtype)}
 
-        def host_bound_step() -> torch.Tensor:
-            # Each op is one tiny kernel: the step's time is the host launching them.
-            x = small
-            for _ in range(kernels - 1):
-                x = torch.sin(x)
-            return x.sum()
 
-    step_fn = host_bound_step if args.host_bound else train_step
-
+def measure(workload: str, args: argparse.Namespace, dist: Dist, db: str, stamp: str) -> Any:
+    """This rank's figures for one workload: every arm's step times, the ledger's view."""
     from ledger.hook import StepMeter
 
-    # The meter is opened before warm-up, as a training script would, and records only the
-    # B blocks; explicit step numbers tie its rows to this script's own measurements.
+    cuda = dist.device.type == "cuda"
+    step_fn, tokens, about = make_step(workload, dist, args.kernels)
+    own_events = cuda and workload != "host-bound"  # they would be a share of a tiny step
+    run = f"hook_gpu{'_ddp' if dist.enabled else ''}-{workload}-{stamp}"
+    # Opened before warm-up, as a training script would; it records the metered arms only,
+    # with explicit step numbers that tie its rows to this script's own measurements.
     meter = StepMeter(run, db=db, handle_sigterm=False)
+    warmup = args.warmup if args.warmup is not None else (30 if cuda else 3)
     for _ in range(warmup):
-        loss = step_fn()
+        step_fn()
     _sync(cuda)
-    loss.item()
 
-    host: dict[str, list[float]] = {"without": [], "with": []}
-    events: dict[str, list[float]] = {"without": [], "with": []}
-    event_of_step: dict[int, float] = {}
-    pairs: list[tuple[Any, Any, str, int]] = []
+    times: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    ours: dict[int, tuple[Any, Any]] = {}
     blocks = math.ceil(args.steps / args.block)
-    step = 0
-    for block in range(2 * blocks):
-        # ABBA order inside each pair of pairs, so neither arm always goes first.
-        arm = "with" if (block % 2 == 1) ^ (block // 2 % 2 == 1) else "without"
+    number = 0
+    for b in range(len(ARMS) * blocks):
+        arm = ARMS[(b + b // len(ARMS)) % len(ARMS)]
+        starts: list[float] = []
         for _ in range(args.block):
-            start_event = end_event = None
-            if cuda:
-                start_event = torch.cuda.Event(enable_timing=True)
-                end_event = torch.cuda.Event(enable_timing=True)
-                start_event.record()
-            t0 = time.perf_counter()
-            context = meter.step(step, tokens=tokens) if arm == "with" else contextlib.nullcontext()
-            with context as s:
-                loss = step_fn()
-                if s is not None:
-                    s.set(loss=loss)
-            if cuda:
-                end_event.record()
-            loss.item()  # the loss on the host, as a loop that logs it every step
-            host[arm].append(time.perf_counter() - t0)
-            if cuda:
-                pairs.append((start_event, end_event, arm, step))
-            step += 1
-    _sync(cuda)
-    wall_done = time.perf_counter()
-    for start_event, end_event, arm, number in pairs:
-        seconds = start_event.elapsed_time(end_event) / 1000.0
-        events[arm].append(seconds)
-        if arm == "with":
-            event_of_step[number] = seconds
+            events = None
+            if own_events:
+                events = (_timing_event(), _timing_event())
+                events[0].record()
+            starts.append(time.perf_counter())
+            if arm == "bare":
+                step_fn()
+            else:
+                with meter.step(number, tokens=tokens) as s:
+                    loss = step_fn()
+                    if arm == "meter+loss":
+                        s.set(loss=loss)
+            if events is not None:
+                events[1].record()
+                if arm != "bare":
+                    ours[number] = events
+            number += 1
+        _sync(cuda)  # the block's queued GPU work is paid by its last step
+        starts.append(time.perf_counter())
+        times[arm].extend(later - sooner for sooner, later in itertools.pairwise(starts))
+    own = {n: a.elapsed_time(z) / 1000.0 for n, (a, z) in ours.items()}
+    closing = time.perf_counter()
     meter.close()
-    closed_after = time.perf_counter() - wall_done
-
-    mine = summarize(host, events, event_of_step, meter, db, run, dist.rank, closed_after)
+    result: dict[str, Any] = {
+        "rank": dist.rank,
+        "run": run,
+        "arms": summarize(times),
+        "meter_dropped": meter.dropped,
+        "meter_close_s": time.perf_counter() - closing,
+        **about,
+    }
+    if own:
+        result["agreement"] = agreement(own, db, run, dist.rank)
     micro = StepMeter(f"{run}-caller", db=db, handle_sigterm=False, max_pending=1 << 20)
-    mine["caller_cost"] = caller_costs(micro, cuda)
+    result["caller_cost"] = caller_costs(micro, cuda)
     micro.close()
-    everyone = dist.gather(mine)
-    dist.barrier()
+    return result
+
+
+def main() -> int:
+    args = parse_args()
+    if not args.device.startswith("cuda"):
+        torch.set_num_threads(1)  # a self-check: one core, steady, whatever else runs
+    dist = Dist(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    db = args.db or str((args.out / "ledger.db").resolve())
+    # A run per invocation: a second run into the same ledger under the same name would
+    # keep the first one's rows for every step number (the ledger's first write wins).
+    stamp = dist.gather(time.strftime("%Y%m%d-%H%M%S"))[0]
+    workloads = WORKLOADS if args.workload == "all" else (args.workload,)
+    result: dict[str, Any] = {
+        "device": device_name(dist.device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "steps_per_arm": math.ceil(args.steps / args.block) * args.block,
+        "block": args.block,
+        "world_size": dist.world,
+        "db": db,
+        "workloads": {},
+    }
+    for workload in workloads:
+        mine = measure(workload, args, dist, db, stamp)
+        everyone = dist.gather(mine)
+        dist.barrier()
+        if dist.rank == 0:
+            result["workloads"][workload] = {
+                "ranks": everyone,
+                "ledger": read_ledger(db, mine["run"], dist.world),
+            }
     if dist.rank == 0:
-        ledger_view = read_ledger(db, run, dist.world)
-        result = {
-            "device": device_name(dist.device),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "shape": asdict(shape),
-            "workload": f"host-bound, {args.kernels} kernels" if args.host_bound else "transformer",
-            "dtype": str(dtype),
-            "tokens_per_step": tokens,
-            "warmup_steps": warmup,
-            "steps_per_arm": len(host["with"]),
-            "block": args.block,
-            "world_size": dist.world,
-            "db": db,
-            "run": run,
-            "ranks": everyone,
-            "ledger": ledger_view,
-        }
         print_table(result)
-        name = f"hook_gpu{'_ddp' if dist.enabled else ''}{kind}.json"
+        name = f"hook_gpu{'_ddp' if dist.enabled else ''}.json"
         (args.out / name).write_text(json.dumps(result, indent=2) + "\n")
         print(f"figures written to {args.out / name}")
     dist.barrier()
@@ -287,54 +319,46 @@ def device_name(device: torch.device) -> str:
     return f"CPU ({platform.machine()})"
 
 
+def _timing_event() -> Any:
+    return torch.cuda.Event(enable_timing=True)
+
+
 def _sync(cuda: bool) -> None:
     if cuda:
         torch.cuda.synchronize()
 
 
-def summarize(
-    host: dict[str, list[float]],
-    events: dict[str, list[float]],
-    event_of_step: dict[int, float],
-    meter: Any,
-    db: str,
-    run: str,
-    rank: int,
-    closed_after: float,
-) -> dict[str, Any]:
-    """This rank's figures: step times per arm, overhead, and the meter's GPU times vs ours."""
-    med = statistics.median
-    a, b = host["without"], host["with"]
-    result: dict[str, Any] = {
-        "rank": rank,
-        "host_step_ms": {"without": med(a) * 1e3, "with": med(b) * 1e3},
-        "host_mean_ms": {"without": statistics.fmean(a) * 1e3, "with": statistics.fmean(b) * 1e3},
-        "overhead_pct_median": (med(b) / med(a) - 1) * 100,
-        "overhead_pct_mean": (statistics.fmean(b) / statistics.fmean(a) - 1) * 100,
-        # The tail: a few slow steps move the mean but not the median; say where they are.
-        "host_tail_ms": {arm: _tail(times) for arm, times in host.items()},
-        "meter_dropped": meter.dropped,
-        "meter_close_s": closed_after,
-    }
-    if events["with"]:
-        result["gpu_event_ms"] = {
-            "without": med(events["without"]) * 1e3,
-            "with": med(events["with"]) * 1e3,
+def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
+    """Per arm, in ms: median, mean, p99, max, and against the bare arm."""
+    bare = times["bare"]
+    bare_median = statistics.median(bare)
+    bare_slow = sum(t > SLOW * bare_median for t in bare)
+    out: dict[str, Any] = {}
+    for arm, values in times.items():
+        ordered = sorted(values)
+        slow = sum(t > SLOW * bare_median for t in values)
+        figures: dict[str, Any] = {
+            "steps": len(values),
+            "median_ms": statistics.median(ordered) * 1e3,
+            "mean_ms": statistics.fmean(ordered) * 1e3,
+            "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3,
+            "max_ms": ordered[-1] * 1e3,
+            "slow_steps": slow,
         }
-        result["agreement"] = agreement(event_of_step, db, run, rank)
-    return result
-
-
-def _tail(times: list[float]) -> dict[str, Any]:
-    ordered = sorted(times)
-    median = statistics.median(ordered)
-
-    def pct(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
-
-    slow = [i for i, t in enumerate(times) if t > 1.5 * median]
-    return {"p90": pct(0.90), "p99": pct(0.99), "max": max(ordered) * 1e3,
-            "slow_steps": len(slow), "first_slow": slow[:5]}  # fmt: skip
+        if arm != "bare":
+            base = out["bare"]
+            figures["mean_pct"] = (figures["mean_ms"] / base["mean_ms"] - 1) * 100
+            figures["median_pct"] = (figures["median_ms"] / base["median_ms"] - 1) * 100
+            figures["p99_pct"] = (figures["p99_ms"] / base["p99_ms"] - 1) * 100
+            figures["max_pct"] = (figures["max_ms"] / base["max_ms"] - 1) * 100
+            figures["slow_steps_beyond_bare"] = max(0, slow - bare_slow)
+            figures["goals_met"] = (
+                figures["mean_pct"] <= 0.5
+                and figures["p99_pct"] <= 2.0
+                and figures["slow_steps_beyond_bare"] == 0
+            )
+        out[arm] = figures
+    return out
 
 
 def caller_costs(
@@ -380,19 +404,16 @@ def agreement(ours: dict[int, float], db: str, run: str, rank: int) -> dict[str,
         frame = lg.steps_frame(run, ["gpu_time_s"])
     frame = frame[frame["rank"] == rank]
     stored = dict(zip(frame["step"].tolist(), frame["gpu_time_s"].tolist(), strict=True))
-    # The meter times a sample of steps (event_every); compare those.
     timed = [s for s in ours if s in stored and not math.isnan(stored[s])]
-    diffs = [abs(stored[s] - ours[s]) / ours[s] for s in timed]
+    diffs = sorted(abs(stored[s] - ours[s]) / ours[s] for s in timed if ours[s] > 0)
     if not diffs:
-        return {"steps_compared": 0}
-    diffs.sort()
+        return {"steps_compared": 0, "steps_with_gpu_time": 0}
     total_ratio = sum(stored[s] for s in timed) / sum(ours[s] for s in timed)
     return {
         "steps_compared": len(diffs),
-        "steps_missing": len(ours) - len(diffs),
+        "steps_with_gpu_time": len(timed) / len(ours),  # share of metered steps
         "rel_diff_median_pct": statistics.median(diffs) * 100,
         "rel_diff_p95_pct": diffs[int(0.95 * (len(diffs) - 1))] * 100,
-        "rel_diff_max_pct": diffs[-1] * 100,
         "total_ratio": total_ratio,
         "within_2pct": statistics.median(diffs) <= 0.02 and abs(total_ratio - 1) <= 0.02,
     }
@@ -403,66 +424,67 @@ def read_ledger(db: str, run: str, world: int) -> dict[str, Any]:
 
     with ledger.open(db) as lg:
         summary = lg.meter_summary(run)
-        frame = lg.steps_frame(run, ["step_time_s"])
+        frame = lg.steps_frame(run, ["step_time_s", "gpu_time_s", "memory_allocated_mib"])
     per_rank = frame.groupby("rank")["step"].count().to_dict()
     return {
-        "fate": summary.fate,
+        "fate": str(summary.fate),
         "rows_per_rank": {int(k): int(v) for k, v in per_rank.items()},
         "ranks": summary.ranks,
         "expected_ranks": world,
         "dropped_steps": summary.dropped_steps,
         "hook_cost_us": summary.hook_cost_us,
+        "gpu_time_rows": int(frame["gpu_time_s"].notna().sum()),
+        "memory_rows": int(frame["memory_allocated_mib"].notna().sum()),
     }
 
 
 def print_table(r: dict[str, Any]) -> None:
     print(
-        f"StepMeter on {r['device']} (torch {r['torch']}), {r['workload']}, "
-        f"{r['world_size']} rank(s); "
-        f"{r['steps_per_arm']} steps per arm in blocks of {r['block']} (A/B interleaved) "
-        f"after {r['warmup_steps']} warm-up; {r['tokens_per_step']} tokens/step, {r['dtype']}; "
-        "each step timed until its loss is on the host"
+        f"StepMeter on {r['device']} (torch {r['torch']}), {r['world_size']} rank(s); "
+        f"{r['steps_per_arm']} steps per arm in blocks of {r['block']}, arms interleaved; "
+        "a step is from its start to the next one's, each block ends with a synchronize"
     )
-    print(
-        f"{'rank':>4} {'without ms':>11} {'with ms':>9} {'overhead %':>11} {'(mean) %':>9} "
-        f"{'GPU ev ms':>10} {'agree med %':>12} {'p95 %':>7} {'sum ratio':>10} {'ok':>4}"
+    head = (
+        f"{'workload':>11} {'rank':>4} {'arm':>10} {'median ms':>10} {'mean ms':>9} "
+        f"{'p99 ms':>8} {'max ms':>8} {'mean %':>8} {'p99 %':>7} {'slow+':>6} {'goals':>6}"
     )
-    for rank in r["ranks"]:
-        agree = rank.get("agreement") or {}
-        gpu = rank.get("gpu_event_ms", {}).get("with")
-        print(
-            f"{rank['rank']:>4} {rank['host_step_ms']['without']:>11.3f} "
-            f"{rank['host_step_ms']['with']:>9.3f} {rank['overhead_pct_median']:>+11.3f} "
-            f"{rank['overhead_pct_mean']:>+9.3f} "
-            f"{(f'{gpu:.3f}' if gpu is not None else 'n/a'):>10} "
-            f"{_fmt(agree.get('rel_diff_median_pct')):>12} "
-            f"{_fmt(agree.get('rel_diff_p95_pct')):>7} "
-            f"{_fmt(agree.get('total_ratio'), 4):>10} "
-            f"{('yes' if agree.get('within_2pct') else 'NO') if agree else 'n/a':>4}"
-        )
-    for rank in r["ranks"]:
-        for arm, tail in rank["host_tail_ms"].items():
-            print(
-                f"rank {rank['rank']} {arm:>7}: p90 {tail['p90']:.3f} ms, "
-                f"p99 {tail['p99']:.3f} ms, "
-                f"max {tail['max']:.3f} ms, {tail['slow_steps']} steps > 1.5x median "
-                f"(first at {tail['first_slow']})"
+    print(head)
+    for workload, found in r["workloads"].items():
+        for rank in found["ranks"]:
+            for arm, a in rank["arms"].items():
+                extra = (
+                    f"{a['mean_pct']:>+8.2f} {a['p99_pct']:>+7.2f} "
+                    f"{a['slow_steps_beyond_bare']:>6} {'met' if a['goals_met'] else 'NOT':>6}"
+                    if arm != "bare"
+                    else f"{'':>8} {'':>7} {'':>6} {'':>6}"
+                )
+                print(
+                    f"{workload:>11} {rank['rank']:>4} {arm:>10} {a['median_ms']:>10.3f} "
+                    f"{a['mean_ms']:>9.3f} {a['p99_ms']:>8.3f} {a['max_ms']:>8.3f} {extra}"
+                )
+    print("overhead % is of the bare arm's mean; slow+: steps > 1.5x the bare median beyond "
+          "the bare arm's own; goals: mean <= +0.5 %, p99 <= +2 %, slow+ 0")  # fmt: skip
+    for workload, found in r["workloads"].items():
+        for rank in found["ranks"]:
+            cost = rank["caller_cost"]
+            parts = ", ".join(
+                f"{k.removesuffix('_us').replace('_', ' ')} {v:.2f}" for k, v in cost.items()
             )
-        cost = rank["caller_cost"]
-        parts = ", ".join(
-            f"{k.removesuffix('_us').replace('_', ' ')} {v:.2f}" for k, v in cost.items()
+            agree = rank.get("agreement")
+            said = ""
+            if agree and agree.get("steps_compared"):
+                said = (
+                    f"; gpu_time_s on {agree['steps_with_gpu_time']:.0%} of metered steps, "
+                    f"{agree['rel_diff_median_pct']:.3f} % from our events (median)"
+                )
+            print(f"{workload} rank {rank['rank']} caller side, µs per call: {parts}{said}")
+        view = found["ledger"]
+        print(
+            f"{workload} ledger: fate {view['fate']}, rows per rank {view['rows_per_rank']}, "
+            f"{view['ranks']}/{view['expected_ranks']} ranks, dropped {view['dropped_steps']}, "
+            f"meter's own cost {view['hook_cost_us']} µs/step, {view['gpu_time_rows']} rows with "
+            f"gpu_time_s, {view['memory_rows']} with memory"
         )
-        print(f"rank {rank['rank']} caller side, µs per call: {parts}")
-    view = r["ledger"]
-    print(
-        f"ledger: fate {view['fate']}, rows per rank {view['rows_per_rank']}, "
-        f"{view['ranks']}/{view['expected_ranks']} ranks, dropped {view['dropped_steps']}, "
-        f"meter's own cost {view['hook_cost_us']} µs/step"
-    )
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 if __name__ == "__main__":

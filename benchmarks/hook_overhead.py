@@ -22,13 +22,15 @@ own for the benchmark (any folder will do):
     ../bench-venv/bin/pip install -e . mlflow wandb
     ../bench-venv/bin/python benchmarks/hook_overhead.py
 
-Without them installed their lines say "not installed". The figures are printed as a
-table; `--json FILE` also writes them as JSON.
+Without them installed (or with --skip-peers) their lines say "not run". The figures are
+printed as a table; `--json FILE` also writes them as JSON. `--gil-only` and `--close-only`
+measure only the GIL loop (both ways of feeding the writer) or close() in fresh processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -198,36 +200,153 @@ def bench_wandb(folder: Path, reps: int, n: int) -> dict[str, Any] | None:
     return {"calls_us": calls, "durable_after_close_s": closed - recorded}
 
 
-def bench_gil_loop(folder: Path, blocks: int = 20, block: int = 50) -> dict[str, Any]:
+def bench_gil_loop(folder: Path, blocks: int = 30, block: int = 50) -> dict[str, Any]:
     """A loop whose steps hold the GIL for 1 ms of pure Python (as a loop launching kernels
-    does), with and without the meter, in alternating blocks (ABBA); the slowdown of the
-    metered steps, median over blocks of the mean step time."""
+    does), bare and metered, in rotating blocks; the slowdown of the metered steps, median
+    over blocks of the mean step time. Two ways of feeding the writer are measured:
+
+    - "forwarder": the meter as it ships, its forwarder thread waking every 20 ms;
+    - "caller": the alternative of doing the forwarder's work on the training thread every
+      20 steps (its thread asleep), which needs no GIL hand-over between threads.
+    """
     from ledger.hook import StepMeter
 
-    meter = StepMeter("gil", db=str(folder / "gil.db"), handle_sigterm=False)
-    assert meter.flush(60)
+    forwarded = StepMeter("gil", db=str(folder / "gil.db"), handle_sigterm=False)
+    pumped = StepMeter("gil_caller", db=str(folder / "gil.db"), handle_sigterm=False)
+    assert forwarded.flush(60) and pumped.flush(60)
+    pumped._link.interval = 3600.0  # its thread sleeps; the loop below pumps instead
+    pump = functools.partial(pumped._link.pump, yields=False)
 
     def busy() -> None:
         end = time.perf_counter_ns() + 1_000_000
         while time.perf_counter_ns() < end:
             pass
 
-    times: dict[str, list[float]] = {"without": [], "with": []}
+    arms = ("without", "forwarder", "caller")
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    pump_ns: list[int] = []
+    pump_cpu_ns = 0
+    # CPU time is what the other side of the GIL gets: a load on the box stretches wall
+    # times, not these. The forwarder's thread (and its replies thread) in the shipped arm.
+    link = forwarded._link
+    clocks = [time.pthread_getcpuclockid(t.ident) for t in (link._forwarder, link._replies)
+              if t.ident is not None]  # fmt: skip
+    forwarder_cpu_ns = 0  # counted over the forwarder arm's blocks only
     step = 0
-    for b in range(2 * blocks):
-        arm = "with" if (b % 2 == 1) ^ (b // 2 % 2 == 1) else "without"
+    for b in range(len(arms) * blocks):
+        turn = b // len(arms)
+        arm = arms[(b + turn) % len(arms)]  # each arm in each position as often
+        cpu_at = sum(time.clock_gettime_ns(c) for c in clocks) if arm == "forwarder" else 0
         t = time.perf_counter_ns()
-        for _ in range(block):
-            if arm == "with":
-                with meter.step(step, **SIX):
+        for i in range(block):
+            if arm == "forwarder":
+                with forwarded.step(step, **SIX):
                     busy()
+            elif arm == "caller":
+                with pumped.step(step, **SIX):
+                    busy()
+                if i % 20 == 19:
+                    p, c = time.perf_counter_ns(), time.thread_time_ns()
+                    pump()
+                    pump_cpu_ns += time.thread_time_ns() - c
+                    pump_ns.append(time.perf_counter_ns() - p)
             else:
                 busy()
             step += 1
         times[arm].append((time.perf_counter_ns() - t) / block / 1e3)
+        if arm == "forwarder":
+            forwarder_cpu_ns += sum(time.clock_gettime_ns(c) for c in clocks) - cpu_at
+    forwarded.close()
+    pumped.close()
+    bare = statistics.median(times["without"])
+    out: dict[str, Any] = {"without_us": bare}
+    for arm in arms[1:]:
+        median = statistics.median(times[arm])
+        out[f"{arm}_us"] = median
+        out[f"{arm}_slowdown_pct"] = (median / bare - 1) * 100
+    out["caller_pump_us"] = statistics.median(pump_ns) / 1e3 if pump_ns else None
+    metered_steps = blocks * block
+    out["forwarder_cpu_us_per_step"] = forwarder_cpu_ns / metered_steps / 1e3
+    out["caller_pump_cpu_us_per_step"] = pump_cpu_ns / metered_steps / 1e3
+    # The shipped design's figure under its historical names.
+    out["with_us"], out["slowdown_pct"] = out["forwarder_us"], out["forwarder_slowdown_pct"]
+    return out
+
+
+# Fresh processes, as a training script is: import, make the meter, 20,000 steps as fast as
+# they come, close(). What is timed is close() (until every step is durable), and the
+# writer process's start-up alone (StepMeter() then flush() with nothing recorded).
+_FRESH_METER = """
+import sys, time
+from ledger.hook import StepMeter
+db, mode, STEPS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+six = dict(tokens=4096, loss=2.5, lr=3e-4, grad_norm=1.25, mfu=0.41, loss_scale=65536.0)
+made = time.perf_counter()
+meter = StepMeter("durable", db=db, max_pending=1_000_000, handle_sigterm=False)
+if mode == "startup":
+    assert meter.flush(120)
+    print(time.perf_counter() - made)
     meter.close()
-    a, b_ = statistics.median(times["without"]), statistics.median(times["with"])
-    return {"without_us": a, "with_us": b_, "slowdown_pct": (b_ / a - 1) * 100}
+    raise SystemExit
+for i in range(STEPS):
+    with meter.step(i, **six):
+        pass
+looped = time.perf_counter()
+meter.close()
+print(time.perf_counter() - looped, looped - made)
+"""
+
+# The reference, in a fresh process too: the same rows written by the ledger's own writer
+# in this process, the ledger opened before the clock starts (as ledger's earlier
+# in-process writer did at construction): what writing them costs at all.
+_FRESH_REFERENCE = """
+import sys, time
+from datetime import UTC, datetime
+from ledger.store import Ledger
+STEPS = int(sys.argv[2])
+lg = Ledger.open(sys.argv[1], create=True)
+run = lg.start_metered_run("durable", host="h", command=None, launched_at=datetime.now(UTC))
+rows = [{"step": i, "rank": 0, "wall_time": 1.7e9 + i, "step_time_s": 1e-5, "wait_s": 1e-6,
+         "gpu_time_s": None, "tokens": 4096, "throughput": 4e8, "loss": 2.5, "lr": 3e-4,
+         "grad_norm": 1.25, "mfu": 0.41, "loss_scale": 65536.0} for i in range(STEPS)]
+start = time.perf_counter()
+for at in range(0, len(rows), 10_000):
+    lg.write_meter_batch(run.id, rows[at:at + 10_000], metrics=[], dropped=0, cost_us=None,
+                         fates=[])
+print(time.perf_counter() - start)
+"""
+
+
+def bench_close_fresh(folder: Path, runs: int) -> dict[str, Any]:
+    """close() after 20,000 steps x 6 scalars in fresh processes (interleaved with the
+    reference), each into a new ledger; medians of `runs`."""
+    import subprocess
+
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (checkout, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+
+    def child(code: str, db: Path, *args: str) -> list[float]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, f"sqlite:///{db}", *args],
+            capture_output=True, text=True, env=env, timeout=300, check=True,
+        )  # fmt: skip
+        return [float(x) for x in done.stdout.split()]
+
+    close, loop, startup, reference = [], [], [], []
+    for i in range(runs):
+        steps = str(DURABLE_STEPS)
+        took, looped = child(_FRESH_METER, folder / f"fresh-{i}.db", "steps", steps)
+        close.append(took)
+        loop.append(looped)
+        startup.append(child(_FRESH_METER, folder / f"startup-{i}.db", "startup", steps)[0])
+        reference.append(child(_FRESH_REFERENCE, folder / f"reference-{i}.db", steps)[0])
+    return {
+        "close_s": close,
+        "loop_s": loop,
+        "writer_startup_s": startup,
+        "reference_write_s": reference,
+    }
 
 
 def main() -> int:
@@ -235,8 +354,29 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=31, help="repetitions (median taken)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per repetition")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--fresh", type=int, default=3, help="fresh-process close() runs")
+    parser.add_argument(
+        "--close-only", action="store_true", help="only the fresh-process close() figures"
+    )
+    parser.add_argument("--gil-only", action="store_true", help="only the GIL-loop figures")
+    parser.add_argument("--gil-blocks", type=int, default=30, help="GIL-loop blocks per arm")
+    parser.add_argument("--skip-peers", action="store_true", help="leave mlflow and wandb out")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if args.gil_only:
+        with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
+            gil = bench_gil_loop(Path(tmp), blocks=args.gil_blocks)
+        print(json.dumps(gil, indent=2))
+        if args.json is not None:
+            args.json.write_text(json.dumps({"gil_loop": gil}, indent=2) + "\n")
+        return 0
+    if args.close_only:
+        with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
+            fresh = bench_close_fresh(Path(tmp), args.fresh)
+        print_fresh(fresh)
+        if args.json is not None:
+            args.json.write_text(json.dumps({"fresh_close": fresh}, indent=2) + "\n")
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         folder = Path(tmp)
@@ -246,14 +386,32 @@ def main() -> int:
             "calls_per_rep": args.calls,
             "meter": bench_meter(folder, args.reps, args.calls),
             "simplequeue_put": bench_put(args.reps, args.calls),
-            "mlflow": bench_mlflow(folder, args.reps, args.calls),
-            "wandb": bench_wandb(folder, args.reps, args.calls),
-            "gil_loop": bench_gil_loop(folder),
+            "mlflow": None if args.skip_peers else bench_mlflow(folder, args.reps, args.calls),
+            "wandb": None if args.skip_peers else bench_wandb(folder, args.reps, args.calls),
+            "gil_loop": bench_gil_loop(folder, blocks=args.gil_blocks),
+            "fresh_close": bench_close_fresh(folder, args.fresh) if args.fresh else None,
         }
     print_table(results)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def print_fresh(fresh: dict[str, Any] | None) -> None:
+    if not fresh:
+        return
+    med = statistics.median
+    print(
+        f"close() after {DURABLE_STEPS} steps x 6 scalars, fresh processes, new ledgers, "
+        f"median of {len(fresh['close_s'])}: {med(fresh['close_s']):.2f} s "
+        f"(runs {', '.join(f'{x:.2f}' for x in fresh['close_s'])}; the loop took "
+        f"{med(fresh['loop_s']):.3f} s); goal <= 0.5 s"
+    )
+    print(
+        f"  the writer process's start-up alone (StepMeter() to a done flush()): "
+        f"{med(fresh['writer_startup_s']):.2f} s; reference, the same rows written in-process "
+        f"into an open ledger: {med(fresh['reference_write_s']):.2f} s"
+    )
 
 
 def print_table(r: dict[str, Any]) -> None:
@@ -263,7 +421,7 @@ def print_table(r: dict[str, Any]) -> None:
 
     def add(name: str, calls: list[float] | float | None, durable: float | None = None) -> None:
         if calls is None:
-            rows.append((name, "not installed", "", "", ""))
+            rows.append((name, "not run", "", "", ""))
             return
         values = calls if isinstance(calls, list) else [calls]
         median = statistics.median(values)
@@ -296,8 +454,8 @@ def print_table(r: dict[str, Any]) -> None:
     )
     print(f"{'':34} {'µs/step':>9} {'best':>7} {'vs meter':>9} {'s to durable':>13}")
     for name, *cells in rows:
-        if cells[0] == "not installed":
-            print(f"{name:34} {'not installed':>9}")
+        if cells[0] == "not run":
+            print(f"{name:34} {'not run':>9}")
             continue
         median, best, ratio, durable = cells
         print(f"{name:34} {median:>9} {best:>7} {ratio:>9} {durable:>13}")
@@ -306,10 +464,21 @@ def print_table(r: dict[str, Any]) -> None:
         f"(StepMeter.close, mlflow.flush_async_logging, wandb run.finish); StepMeter recorded "
         f"and stored them all in {meter['durable_total_s']:.2f} s"
     )
+    print_fresh(r.get("fresh_close"))
     gil = r["gil_loop"]
     print(
         f"a loop whose steps hold the GIL for 1 ms: {gil['without_us']:.1f} µs/step bare, "
         f"{gil['with_us']:.1f} with the meter: {gil['slowdown_pct']:+.2f} % (goal <= 0.5 %)"
+    )
+    print(
+        f"  the alternative, the forwarder's work done on the training thread every 20 steps: "
+        f"{gil['caller_us']:.1f} µs/step, {gil['caller_slowdown_pct']:+.2f} % "
+        f"(one round of it: {gil['caller_pump_us']:.1f} µs)"
+    )
+    print(
+        f"  CPU time per metered step, the forwarder's threads: "
+        f"{gil['forwarder_cpu_us_per_step']:.2f} µs; the caller's pumping: "
+        f"{gil['caller_pump_cpu_us_per_step']:.2f} µs (a 1 ms step: 10 µs is 1 %)"
     )
 
 

@@ -410,7 +410,6 @@ class _FakeEvent:
         assert enable_timing
         type(self).created += 1
         self.at: float | None = None
-        self.synchronized = False
 
     def record(self) -> None:
         self.at = time.perf_counter()
@@ -419,7 +418,7 @@ class _FakeEvent:
         return type(self).ready
 
     def synchronize(self) -> None:
-        self.synchronized = True
+        raise AssertionError("the hook must never wait for the GPU (synchronize)")
 
     def elapsed_time(self, end: _FakeEvent) -> float:
         assert self.at is not None and end.at is not None
@@ -427,8 +426,9 @@ class _FakeEvent:
 
 
 def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a GPU: event pairs per step, resolved only once the end event is done,
-    recycled, and memory counters every `memory_every` steps."""
+    """Without a GPU: event pairs per step, resolved only once the end event is done (a
+    flush polls, it never synchronizes), recycled, and memory counters every `memory_every`
+    steps."""
     import types
 
     from ledger.hook import torch_side
@@ -446,7 +446,14 @@ def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.Mon
     monkeypatch.setattr(torch_side, "loaded_torch", lambda: fake)
     monkeypatch.setattr(_FakeEvent, "ready", False)
     monkeypatch.setattr(_FakeEvent, "created", 0)
-    meter = StepMeter("cuda_like", db=db_url, memory_every=4, flush_interval=0.2, event_every=1)
+    meter = StepMeter(
+        "cuda_like",
+        db=db_url,
+        memory_every=4,
+        memory_interval_s=0,
+        flush_interval=0.2,
+        event_every=1,
+    )
     _wait_for_run(db_url, "cuda_like")
     for _ in range(10):
         with meter.step(tokens=8):
@@ -454,10 +461,13 @@ def test_the_cuda_path_with_stand_in_events(db_url: str, monkeypatch: pytest.Mon
     time.sleep(0.5)  # two writer cycles: nothing is written while the "GPU" is behind
     with ledger.open(db_url) as lg:
         assert lg.meter_summary("cuda_like").steps == 0
-    assert meter.flush(30)  # a flush does not wait for query(): it synchronizes
+    assert not meter.flush(0.5)  # a flush waits for the GPU, polling: it cannot be done
+    with ledger.open(db_url) as lg:
+        assert lg.meter_summary("cuda_like").steps == 0
+    _FakeEvent.ready = True  # the GPU reaches them
+    assert meter.flush(30)
     with ledger.open(db_url) as lg:
         assert lg.meter_summary("cuda_like").steps == 10
-    _FakeEvent.ready = True
     for _ in range(10):  # the pool hands the resolved events back to the training thread
         with meter.step():
             pass

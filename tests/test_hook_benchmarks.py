@@ -1,6 +1,6 @@
 """The hook's benchmark scripts run end to end on the CPU, so GPU time is never spent on a
-script that does not work: hook_gpu.py in its smoke mode (one process, and two ranks under
-torchrun with gloo), hook_overhead.py with few repetitions."""
+script that does not work: hook_gpu.py's self-check (every workload and arm, one process;
+two ranks under torchrun with gloo), hook_overhead.py with few repetitions."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("torch")
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+ARMS = {"bare", "meter", "meter+loss"}
 
 
 def _run(*args: str, timeout: float = 300) -> str:
@@ -22,36 +23,46 @@ def _run(*args: str, timeout: float = 300) -> str:
     return result.stdout
 
 
-@pytest.mark.slow
-def test_hook_gpu_smoke_on_the_cpu(tmp_path: Path) -> None:
+def test_hook_gpu_self_check_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "out"
     stdout = _run(
         sys.executable, str(BENCHMARKS / "hook_gpu.py"), "--device", "cpu", "--steps", "20",
         "--out", str(out),
     )  # fmt: skip
-    assert "overhead %" in stdout and "fate finished" in stdout
+    assert "mean %" in stdout and "fate finished" in stdout
     result = json.loads((out / "hook_gpu.json").read_text())
     assert result["steps_per_arm"] == 20 and result["world_size"] == 1
-    assert result["ledger"]["rows_per_rank"] == {"0": 20}
-    assert result["ledger"]["dropped_steps"] == 0
-    (rank,) = result["ranks"]
-    assert rank["host_step_ms"]["with"] > 0 and rank["host_step_ms"]["without"] > 0
-    assert "agreement" not in rank  # no CUDA events on the CPU
+    assert set(result["workloads"]) == {"transformer", "tiny", "host-bound"}
+    for workload in result["workloads"].values():
+        # The two metered arms record every step they ran; the bare arm none.
+        assert workload["ledger"]["rows_per_rank"] == {"0": 40}
+        assert workload["ledger"]["dropped_steps"] == 0
+        (rank,) = workload["ranks"]
+        assert set(rank["arms"]) == ARMS
+        for arm, figures in rank["arms"].items():
+            assert figures["steps"] == 20
+            assert 0 < figures["median_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+            assert figures["mean_ms"] > 0
+            if arm != "bare":
+                assert {"mean_pct", "p99_pct", "max_pct", "slow_steps_beyond_bare"} <= set(figures)
+        assert "agreement" not in rank  # no CUDA events on the CPU
+        assert rank["caller_cost"]["meter_step_us"] > 0
 
 
 @pytest.mark.slow
-def test_hook_gpu_ddp_smoke_two_ranks_one_ledger(tmp_path: Path) -> None:
+def test_hook_gpu_ddp_self_check_two_ranks_one_ledger(tmp_path: Path) -> None:
     out = tmp_path / "out"
     stdout = _run(
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
         str(BENCHMARKS / "hook_gpu.py"), "--ddp", "--device", "cpu", "--steps", "20",
-        "--out", str(out),
+        "--workload", "tiny", "--out", str(out),
     )  # fmt: skip
     assert "2 rank(s)" in stdout
     result = json.loads((out / "hook_gpu_ddp.json").read_text())
-    assert result["ledger"]["rows_per_rank"] == {"0": 20, "1": 20}
-    assert [r["rank"] for r in result["ranks"]] == [0, 1]
-    assert result["ledger"]["fate"] == "finished"
+    tiny = result["workloads"]["tiny"]
+    assert tiny["ledger"]["rows_per_rank"] == {"0": 40, "1": 40}
+    assert [r["rank"] for r in tiny["ranks"]] == [0, 1]
+    assert tiny["ledger"]["fate"] == "finished"
 
 
 @pytest.mark.slow
@@ -59,14 +70,15 @@ def test_hook_overhead_runs(tmp_path: Path) -> None:
     figures = tmp_path / "overhead.json"
     stdout = _run(
         sys.executable, str(BENCHMARKS / "hook_overhead.py"), "--reps", "3", "--calls", "200",
-        "--json", str(figures),
+        "--fresh", "1", "--gil-blocks", "4", "--skip-peers", "--json", str(figures),
+        timeout=900,
     )  # fmt: skip
-    assert "SimpleQueue.put" in stdout
+    assert "SimpleQueue.put" in stdout and "fresh processes" in stdout
     result = json.loads(figures.read_text())
     assert len(result["meter"]["caught_up_us"]) == 3
     assert result["meter"]["durable_after_close_s"] > 0
-    for other in ("mlflow", "wandb"):  # not dependencies of ledger: absent from this venv
-        try:
-            __import__(other)
-        except ImportError:
-            assert result[other] is None and "not installed" in stdout
+    assert len(result["fresh_close"]["close_s"]) == 1
+    gil = result["gil_loop"]
+    assert gil["without_us"] > 0 and gil["forwarder_us"] > 0 and gil["caller_us"] > 0
+    assert result["mlflow"] is None and result["wandb"] is None  # left out when asked
+    assert "not run" in stdout

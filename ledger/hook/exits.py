@@ -17,18 +17,27 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ledger.hook.meter import StepMeter
+from ledger.hook.protocol import fate_of
+from ledger.model.terms import Fate
 
 log = logging.getLogger("ledger.hook")
+
+
+class Closable(Protocol):
+    """What these hooks need of a meter."""
+
+    @property
+    def failed(self) -> bool: ...
+
+    def close(self, fate: Fate | str | None = None, reason: str | None = None) -> None: ...
 
 
 class ExitHooks:
     """The atexit callback and SIGTERM handler of one meter, and their removal."""
 
-    def __init__(self, meter: StepMeter, *, sigterm: bool) -> None:
+    def __init__(self, meter: Closable, *, sigterm: bool) -> None:
         self._meter = meter
         self._previous: Any = None
         self._sigterm_installed = False
@@ -60,19 +69,17 @@ class ExitHooks:
 
     def _at_exit(self) -> None:
         dying_of = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-        if dying_of is not None and not self._meter._failed:
-            from ledger.hook.meter import fate_of
-
+        if dying_of is not None and not self._meter.failed:
             fate = fate_of(type(dying_of), dying_of)
             if fate is not None:
-                self._meter.close(*fate)
+                self._meter.close(fate.fate, fate.reason)
                 return
         self._meter.close()
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous
         try:
-            self._meter.close("killed", "SIGTERM")
+            self._meter.close(Fate.KILLED, "SIGTERM")
         finally:
             _chain(previous, signum, frame)
 
@@ -88,5 +95,5 @@ def _chain(previous: Any, signum: int, frame: FrameType | None) -> None:
         os.kill(os.getpid(), signum)
 
 
-def install(meter: StepMeter, *, sigterm: bool) -> ExitHooks:
+def install(meter: Closable, *, sigterm: bool) -> ExitHooks:
     return ExitHooks(meter, sigterm=sigterm)

@@ -7,7 +7,7 @@ so once. A reading that fails costs that field (NULL), never the sample.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -26,12 +26,18 @@ THROTTLE_BITS = {
 }
 
 
+log = logging.getLogger("ledger.hook")
+
+
 class Sampler:
-    """Reads one GPU through NVML; `start()` says why it cannot, or None."""
+    """Reads one GPU through NVML; `start()` says why it cannot, or None.
+
+    `failures` counts the readings NVML refused (each a NULL field of its sample)."""
 
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: dict[int, Any] = {}
+        self.failures = 0
 
     def start(self) -> str | None:
         try:
@@ -47,8 +53,10 @@ class Sampler:
 
     def stop(self) -> None:
         if self._nvml is not None:
-            with contextlib.suppress(Exception):  # shutting down: nothing left to lose
+            try:
                 self._nvml.nvmlShutdown()
+            except Exception as exc:  # shutting down: nothing left to lose, but said
+                log.debug("ledger.hook: nvmlShutdown failed (%r)", exc)
             self._nvml = None
 
     def sample(self, device: int, *, rank: int, step: int | None) -> dict[str, Any] | None:
@@ -65,28 +73,36 @@ class Sampler:
             "step": step,
             "sampled_at": datetime.now(UTC),
         }
-        name = _read(nvml.nvmlDeviceGetName, handle)
+        name = self._read(nvml.nvmlDeviceGetName, handle)
         row["name"] = name.decode() if isinstance(name, bytes) else name
-        memory = _read(nvml.nvmlDeviceGetMemoryInfo, handle)
+        memory = self._read(nvml.nvmlDeviceGetMemoryInfo, handle)
         if memory is not None:
             row["memory_used_mib"] = memory.used / (1 << 20)
             row["memory_total_mib"] = memory.total / (1 << 20)
-        rates = _read(nvml.nvmlDeviceGetUtilizationRates, handle)
+        rates = self._read(nvml.nvmlDeviceGetUtilizationRates, handle)
         row["utilization_pct"] = float(rates.gpu) if rates is not None else None
-        row["power_w"] = _milli(_read(nvml.nvmlDeviceGetPowerUsage, handle))
-        row["power_limit_w"] = _milli(_read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle))
+        row["power_w"] = _milli(self._read(nvml.nvmlDeviceGetPowerUsage, handle))
+        row["power_limit_w"] = _milli(self._read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle))
         sm = getattr(nvml, "NVML_CLOCK_SM", 1)
-        row["sm_clock_mhz"] = _float(_read(nvml.nvmlDeviceGetClockInfo, handle, sm))
-        row["max_sm_clock_mhz"] = _float(_read(nvml.nvmlDeviceGetMaxClockInfo, handle, sm))
+        row["sm_clock_mhz"] = _float(self._read(nvml.nvmlDeviceGetClockInfo, handle, sm))
+        row["max_sm_clock_mhz"] = _float(self._read(nvml.nvmlDeviceGetMaxClockInfo, handle, sm))
         gpu_sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
-        row["temperature_c"] = _float(_read(nvml.nvmlDeviceGetTemperature, handle, gpu_sensor))
+        row["temperature_c"] = _float(self._read(nvml.nvmlDeviceGetTemperature, handle, gpu_sensor))
         reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
         )
-        mask = _read(reasons, handle) if reasons is not None else None
+        mask = self._read(reasons, handle) if reasons is not None else None
         if isinstance(mask, int):
             row["throttle"] = ",".join(n for bit, n in THROTTLE_BITS.items() if mask & bit)
         return row
+
+    def _read(self, call: Any, *args: Any) -> Any:
+        """One NVML reading; a refused one is counted and costs its field alone."""
+        try:
+            return call(*args)
+        except Exception:
+            self.failures += 1
+            return None
 
     def _handle(self, device: int) -> Any:
         if device in self._handles:
@@ -100,17 +116,12 @@ class Sampler:
                 handle = nvml.nvmlDeviceGetHandleByIndex(int(target))
             else:  # a UUID (GPU-…, MIG-…)
                 handle = nvml.nvmlDeviceGetHandleByUUID(target)
-        except Exception:
+        except Exception as exc:  # no such GPU here: no samples for it, said once
+            self.failures += 1
+            log.info("ledger.hook: NVML has no GPU %s (%r); it is not sampled", target, exc)
             handle = None
         self._handles[device] = handle
         return handle
-
-
-def _read(call: Any, *args: Any) -> Any:
-    try:
-        return call(*args)
-    except Exception:
-        return None
 
 
 def _milli(value: Any) -> float | None:

@@ -2,15 +2,18 @@
 
 The writer (ledger.hook.writer) is a separate process, started with `sys.executable` in
 a session of its own (Ctrl-C and the process group's signals do not reach it), fed
-through a pipe. It does everything that takes time (SQLAlchemy, the database, NVML), so
-that none of it competes with the training thread for the GIL, and it sees the trainer
-die: a pipe closed without a "close" is a run killed, its fate written at once.
+through a pipe. It does everything that takes time (SQLAlchemy, the database, turning
+steps into rows, NVML), so that none of it competes with the training thread for the GIL,
+and it sees the trainer die: a pipe closed without a Close is a run killed.
 
-Here, one thread (the forwarder) wakes every FORWARD_S, takes what the training thread
-queued, resolves it into plain numbers (CUDA events, tensors: they cannot cross a
-process boundary) and writes it to the pipe; a kill -9 therefore loses at most the last
-FORWARD_S of steps, and what is in the pipe still reaches the ledger. A second thread
-reads the writer's replies (flushes done, counts, warnings to log here).
+Here one thread, the forwarder, wakes every FORWARD_S and pumps: it takes what the
+training thread queued (ledger.hook.feed), starts one non-blocking copy of the CUDA
+values among it (ledger.hook.reads), hands over every step at the head of the queue
+whose events and values are on the host, as plain numbers, and writes them to the pipe
+in one frame. It never waits for the GPU: a step the GPU has not reached waits for the
+next pump. A kill -9 loses at most the last FORWARD_S of steps (plus those the GPU had not
+reached), and what is in the pipe still reaches the ledger. A second thread reads the
+writer's replies (flushes done, counts, lines to log here).
 """
 
 from __future__ import annotations
@@ -23,74 +26,84 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ledger.hook import runinfo, torch_side, wire
-
-if TYPE_CHECKING:
-    from ledger.hook.meter import StepMeter
+from ledger.hook import protocol, runinfo, torch_side, wire
+from ledger.hook.feed import Feed, Queued
+from ledger.hook.protocol import (
+    Close,
+    Closed,
+    Config,
+    Flushed,
+    Hello,
+    Log,
+    Meta,
+    Say,
+    Stats,
+    StepRecord,
+)
+from ledger.hook.reads import Batch, Device, Resolver
 
 log = logging.getLogger("ledger.hook")
 
 FORWARD_S = 0.02  # what a kill -9 can lose, at most (plus steps the GPU had not reached)
+POLL_S = 0.001  # between pumps while a flush waits for the GPU
 DYNAMO_EVERY_S = 0.5
-SLICE = 256  # items resolved between two yields of the GIL
-
-
-class Control:
-    """Something other than a step, queued in order with the steps around it."""
-
-    __slots__ = ("done", "item")
-
-    def __init__(self, item: tuple[Any, ...], done: threading.Event | None = None) -> None:
-        self.item = item  # sent as it is; a "flush" gets its token added
-        self.done = done
+SLICE = 256  # items handed over between two yields of the GIL
+_STEP = protocol.STEP_TAG
+_FLUSH = protocol.Tag.FLUSH.value
 
 
 class Link:
     """The writer process, the pipe to it and the two threads that use the pipe."""
 
-    def __init__(self, meter: StepMeter) -> None:
-        self.meter = meter
+    def __init__(self, feed: Feed, hello: Hello) -> None:
+        self.feed = feed
+        self.run = hello.run
+        self.close_timeout = hello.close_timeout
         self.rows_written = 0
         self.bad_values = 0
         self.lost = 0  # steps the writer could not store, as it last said
         self.unsent = 0  # steps this side could not hand over (the writer was gone)
+        self.abandoned = 0  # steps handed over but unconfirmed when close() gave up
+        self.sent = 0  # steps handed over to the writer
         self.closed = threading.Event()  # the writer said it is done (or is gone)
         self.wake = threading.Event()
         self.closing = False
-        self._waiters: dict[int, threading.Event] = {}
-        self._tokens = 0
-        self._resolver = torch_side.Resolver(meter._torch)
-        self._pending: deque[Any] = deque()  # taken from the queue, not yet sent
-        self._held: dict[str, Any] | None = None  # the newest step, waiting for the next start
-        self._last_t1: int | None = None
-        # A step waits this long at most for the next one's start (its throughput's end).
-        self._hold_ns = int(meter.flush_interval / 4 * 1e9)
+        self.interval = FORWARD_S
+        self._give_up_at = float("inf")
+        self._frozen = False
+        self._talk_ns = int(hello.flush_interval * 1e9)
+        self._quiet_after = 0
+        self._dropped_said = 0
+        self._pump_lock = threading.Lock()
+        self._resolver = Resolver(_device(feed))
+        # Taken from the queue, not yet handed over: one batch of device reads per round.
+        self._rounds: deque[tuple[Batch, deque[Queued]]] = deque()
         self._rank: int | None = None
         self._dynamo: dict[str, int] = {}
         self._dynamo_at = 0.0
         self._config_sent = False
-        self._sent_lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: int | None = None
         self._in: int | None = None
         try:
-            self._proc, self._out, self._in = _spawn(meter)
+            self._proc, self._out, self._in = _spawn()
         except OSError as exc:  # no interpreter to start (an embedded Python, a full table)
             log.warning(
                 "ledger.hook: cannot start the writer process (%s); run %r goes unrecorded",
                 exc,
-                meter.run,
+                hello.run,
             )
             self.closed.set()
-        self._send([("hello", _hello(meter))])
+        self._send([protocol.pack(hello)])
         self._forwarder = threading.Thread(
-            target=self._forward, name=f"ledger-hook-forwarder[{meter.run}]", daemon=True
+            target=self._forward, name=f"ledger-hook-forwarder[{hello.run}]", daemon=True
         )
         self._replies = threading.Thread(
-            target=self._read_replies, name=f"ledger-hook-replies[{meter.run}]", daemon=True
+            target=self._read_replies, name=f"ledger-hook-replies[{hello.run}]", daemon=True
         )
         self._forwarder.start()
         self._replies.start()
@@ -98,13 +111,14 @@ class Link:
 
     # -- what the meter calls --------------------------------------------------------------
 
-    def flush_token(self, done: threading.Event) -> Control:
-        self._tokens += 1
-        self._waiters[self._tokens] = done
-        return Control(("flush", self._tokens), done)
-
     def is_alive(self) -> bool:
         return self._forwarder.is_alive() and not self.closed.is_set()
+
+    def close(self) -> None:
+        """Hand over everything queued, then Close; the forwarder ends after it."""
+        self._give_up_at = time.monotonic() + self.close_timeout
+        self.closing = True
+        self.wake.set()
 
     def join(self, timeout: float) -> bool:
         """Wait for the forwarder to hand everything over and the writer to finish."""
@@ -115,11 +129,24 @@ class Link:
             try:
                 self._proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                return False
+                done = False
+        if not done:
+            self._abandon()
         return done
 
     def writer_pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def _abandon(self) -> None:
+        """close() gave up on the writer: what it has not confirmed counts as dropped now,
+        and a later word from it changes nothing (the meter's figures are final)."""
+        handed = self.sent - self.rows_written - self.lost
+        self.abandoned = max(0, handed) + sum(
+            type(item) is StepRecord for _, waiting in list(self._rounds) for item in list(waiting)
+        )
+        self.abandoned += sum(type(item) is StepRecord for item in list(self.feed.queue))
+        self._frozen = True
+        self.closed.set()
 
     def _forked(self) -> None:
         # A forked child (a DataLoader worker) must not hold the pipe open: the writer
@@ -131,157 +158,117 @@ class Link:
     # -- the forwarder thread ------------------------------------------------------------
 
     def _forward(self) -> None:
-        meter = self.meter
         try:
             while True:
                 closing = self.closing
-                self._cycle(force=closing)
-                if closing and not meter._queue and not self._pending:
-                    self._send([("close",)])
+                waiting = self.pump(urgent=closing)
+                if closing and not waiting and not self.feed.queue:
+                    self._send([protocol.pack(Close())])
                     wire.close(self._out)
                     self._out = None
                     return
-                self.wake.wait(FORWARD_S)
+                self.wake.wait(POLL_S if waiting else self.interval)
                 self.wake.clear()
         except Exception:
             log.exception("ledger.hook: the forwarder stopped; later steps are not recorded")
             self.closed.set()
+            self.feed.answer_all()
 
-    def _cycle(self, *, force: bool) -> None:
-        queue = self.meter._queue
-        pending = self._pending
-        while queue:
-            pending.append(queue.popleft())
-        urgent = force or any(type(i) is Control and i.item[0] == "flush" for i in pending)
-        items: list[Any] = [None]
-        self._resolve(items, force=urgent)
-        # First in the frame: the writer knows the counters before it writes these steps.
-        items[0] = self._meta(urgent)
-        if not self._config_sent:
-            self._config_sent = True
-            items.append(("config", runinfo.torch_config(self.meter._torch, self._events())))
-        self._send(items)
+    def pump(self, *, urgent: bool = False, yields: bool = True) -> bool:
+        """One round: take what was queued, hand over what is resolved, in one frame.
 
-    def _events(self) -> bool:
-        return self.meter._events is not None
+        Returns True when something must be handed over soon (a flush or close waits for the
+        GPU to reach steps queued before it) and the next round should come in POLL_S.
+        `yields`: sleep(0) every SLICE items, to let a waiting training thread in (not
+        when the training thread itself pumps)."""
+        with self._pump_lock:
+            queue, rounds = self.feed.queue, self._rounds
+            if queue:
+                fresh: deque[Queued] = deque()
+                while queue:
+                    fresh.append(queue.popleft())
+                device = self._resolver.device is not None
+                rounds.append((self._resolver.start(_values(fresh)) if device else _HOST, fresh))
+            urgent = urgent or bool(self.feed.waiters)  # a flush() waits
+            give_up = urgent and self.closing and time.monotonic() > self._give_up_at
+            items: list[Any] = [None]
+            self._hand_over(items, give_up=give_up, yields=yields)
+            meta = self._meta(urgent)
+            items[0] = protocol.pack(meta)  # first: the counts before the steps
+            if not self._config_sent:
+                self._config_sent = True
+                cuda = self.feed.events is not None
+                items.append(protocol.pack(Config(runinfo.torch_config(self.feed.torch, cuda))))
+            # An idle round sends nothing, except for a while after the last steps: the
+            # writer holds the newest step until the trainer's clock says no next one comes.
+            if len(items) > 1 or meta.costs or meta.dynamo or urgent:
+                self._quiet_after = meta.now_ns + self._talk_ns
+                self._send(items)
+            elif meta.now_ns < self._quiet_after or meta.dropped != self._dropped_said:
+                self._send(items)
+            self._dropped_said = meta.dropped
+            return urgent and bool(rounds)
 
-    def _resolve(self, items: list[Any], *, force: bool) -> None:
-        pending = self._pending
-        # Steps are timed on a sample (event_every): a timed step whose end event is done
-        # clears every step queued before it on the stream, tensors and all.
-        cleared = -1
-        if not force:
-            for i, item in enumerate(pending):
-                if type(item) is tuple and item[7] is not None:
-                    if not item[7].query():
-                        break
-                    cleared = i
-        self._prefetch(cleared if not force else len(pending) - 1, force)
+    def _hand_over(self, items: list[Any], *, give_up: bool, yields: bool) -> None:
+        """The resolved head of the queue, in order; stops at the first step the GPU has not
+        reached (unless giving up at close: then what is not there is missing)."""
+        rounds = self._rounds
         done = 0
-        while pending:
-            item = pending[0]
-            if type(item) is tuple:
-                if not force and done > cleared and (item[7] is not None or _on_gpu(item)):
-                    break  # the GPU has not got there yet; later steps are behind it
-                row = self._row(item, force)
-                if self._held is not None:
-                    items.append(self._release(row["_t0"]))
-                self._held = row
-            else:
-                if self._held is not None and item.item[0] in ("flush", "fate", "close"):
-                    items.append(self._release(None))
-                items.append(self._control(item))
-            pending.popleft()
-            done += 1
-            if done % SLICE == 0:
-                time.sleep(0)  # hand the GIL to the training thread if it is waiting
-        self._resolver.forget()
-        held = self._held
-        if held is not None and (force or time.perf_counter_ns() - held["_t1"] > self._hold_ns):
-            items.append(self._release(None))  # no next step for a while: over its own block
+        while rounds:
+            batch, waiting = rounds[0]
+            while waiting:
+                item = waiting[0]
+                if isinstance(item, StepRecord):
+                    step = self._step(item, batch, give_up)
+                    if step is None:
+                        return
+                    items.append(step)
+                else:
+                    if not (batch.ready() or give_up):
+                        return
+                    if type(item) is Log:
+                        number = self._resolver.number
+                        values = {str(k): number(v, batch) for k, v in item.values.items()}
+                        item = Log(item.step, values)
+                    items.append(protocol.pack(item))
+                waiting.popleft()
+                done += 1
+                if done % SLICE == 0 and yields:
+                    time.sleep(0)  # hand the GIL to the training thread if it is waiting
+            rounds.popleft()
 
-    def _prefetch(self, upto: int, force: bool) -> None:
-        """Read the CUDA scalars of the steps that can be resolved now, all at once."""
-        if self.meter._events is None or upto < 1:
-            return
-        tensors: list[Any] = []
-        ready = None
-        for i, item in enumerate(self._pending):
-            if i > upto:
-                break
-            if type(item) is not tuple:
-                continue
-            _, _, _, tokens, loss, scalars, _, end_event, _ = item
-            ready = end_event if end_event is not None else ready
-            for value in (tokens, loss, *(scalars.values() if scalars else ())):
-                if getattr(value, "is_cuda", False) and value.numel() == 1:
-                    tensors.append(value)
-        self._resolver.prefetch(tensors, None if force else ready)
-
-    def _release(self, next_t0: int | None) -> dict[str, Any]:
-        """The held step, its throughput over its start to the next step's start (or, with no
-        next step yet, over its own block)."""
-        row = self._held
-        assert row is not None
-        self._held = None
-        t0 = row.pop("_t0")
-        del row["_t1"]
-        tokens = row["tokens"]
-        interval = (next_t0 - t0) / 1e9 if next_t0 is not None else row["step_time_s"]
-        if isinstance(tokens, int | float) and tokens and interval > 0:
-            row["throughput"] = tokens / interval
-        return row
-
-    def _row(self, item: tuple[Any, ...], force: bool) -> dict[str, Any]:
-        step, t0, t1, tokens, loss, scalars, start_event, end_event, memory = item
+    def _step(self, record: StepRecord, batch: Batch, give_up: bool) -> tuple[Any, ...] | None:
+        """The step as it goes on the pipe (protocol.pack of its Step), or None while the
+        GPU has not reached it."""
+        end = record.end_event
         gpu_s = None
-        if end_event is not None:
-            if force:
-                end_event.synchronize()
-            gpu_s = start_event.elapsed_time(end_event) / 1000.0
-            events = self.meter._events
-            assert events is not None  # CUDA events come only from the meter's pool
-            events.give(start_event, end_event)
+        if end is not None:
+            if end.query():
+                gpu_s = record.start_event.elapsed_time(end) / 1000.0
+                events = self.feed.events
+                assert events is not None  # CUDA events come only from the meter's pool
+                events.give(record.start_event, end)
+            elif not give_up:
+                return None
+        if not batch.ready() and not give_up:
+            return None
         number = self._resolver.number
-        wall, anchor = time.time(), time.perf_counter_ns()
-        wait = (t0 - self._last_t1) / 1e9 if self._last_t1 is not None else None
-        self._last_t1 = t1
-        row: dict[str, Any] = {
-            "step": step,
-            "rank": self._rank_now(),
-            "wall_time": wall - (anchor - t1) / 1e9,
-            "step_time_s": (t1 - t0) / 1e9,
-            "wait_s": wait if wait is None or wait >= 0 else None,
-            "gpu_time_s": gpu_s,
-            "tokens": number(tokens, end_event),
-            "throughput": None,
-            "loss": number(loss, end_event),
-            "_t0": t0,
-            "_t1": t1,
-        }
-        if memory is not None:
-            allocated, peak, reserved = memory
-            row["memory_allocated_mib"] = allocated
-            row["memory_reserved_mib"] = reserved
-            row["memory_max_allocated_mib"] = peak
-        if scalars:
-            for name, value in scalars.items():
-                if name not in row:
-                    row[str(name)] = number(value, end_event)
-        return row
+        tokens, loss, scalars = record.tokens, record.loss, record.scalars
+        # Plain numbers (the common case off the GPU) go as they are, without a call each.
+        if not (tokens is None or type(tokens) is int or type(tokens) is float):
+            tokens = number(tokens, batch)
+        if not (loss is None or type(loss) is float or type(loss) is int):
+            loss = number(loss, batch)
+        if scalars and not _plain(scalars):
+            scalars = {k: number(v, batch) for k, v in scalars.items()}
+        return protocol.pack_step_of(
+            record.step, record.t0, record.t1, tokens, loss, scalars, gpu_s, record.memory
+        )
 
-    def _control(self, control: Control) -> tuple[Any, ...]:
-        item = control.item
-        if item[0] == "log":
-            _, step, scalars = item
-            values = {str(k): self._resolver.number(v) for k, v in scalars.items()}
-            return ("log", self._rank_now(), step, values)
-        return item
-
-    def _meta(self, urgent: bool) -> tuple[Any, ...]:
-        meter = self.meter
+    def _meta(self, urgent: bool) -> Meta:
+        feed = self.feed
         costs: list[int] = []
-        samples = meter._costs
+        samples = feed.costs
         while samples:
             costs.append(samples.popleft())
         now = time.monotonic()
@@ -291,15 +278,23 @@ class Link:
             counters = torch_side.dynamo_counters()
             if counters and counters != self._dynamo:
                 self._dynamo = dynamo = counters
-        device = meter._events.device() if meter._events is not None else None
-        dropped = meter._dropped + self.unsent
-        return ("meta", dropped, costs, dynamo, device, self._resolver.failures)
+        device = feed.events.device() if feed.events is not None else None
+        return Meta(
+            feed.dropped + self.unsent,
+            costs,
+            dynamo,
+            device,
+            self._resolver.failures,
+            self._rank_now(),
+            time.perf_counter_ns(),
+            time.time(),
+        )
 
     def _rank_now(self) -> int:
-        # Decided at the first step or log handed over, not at construction: a script may
-        # build its meter before torch.distributed.init_process_group.
+        # Decided at the first round, not at construction: a script may build its meter
+        # before torch.distributed.init_process_group.
         if self._rank is None:
-            explicit = self.meter._rank
+            explicit = self.feed.rank
             self._rank = explicit if explicit is not None else torch_side.detect_rank()
         return self._rank
 
@@ -313,15 +308,15 @@ class Link:
         except OSError:  # the writer is gone (a broken pipe)
             self._count_unsent(items)
             self.closed.set()
+        else:
+            self.sent += sum(1 for item in items if item[0] == _STEP)
 
     def _count_unsent(self, items: list[Any]) -> None:
         for item in items:
-            if type(item) is dict:
+            if item[0] == _STEP:
                 self.unsent += 1
-            elif item[0] == "flush":
-                waiter = self._waiters.pop(item[1], None)
-                if waiter is not None:
-                    waiter.set()
+            elif item[0] == _FLUSH:
+                self.feed.answered(item[1])
 
     # -- the replies thread --------------------------------------------------------------
 
@@ -336,47 +331,64 @@ class Link:
                 if frame is None:
                     break
                 for reply in frame:
-                    self._reply(reply)
+                    self._reply(protocol.unpack(reply))
         except (OSError, ValueError, EOFError) as exc:
             log.warning("ledger.hook: lost touch with the writer process (%s)", exc)
         finally:
             if not self.closed.is_set() and not self.closing:
                 log.warning(
                     "ledger.hook: the writer process of run %r ended; later steps are not recorded",
-                    self.meter.run,
+                    self.run,
                 )
             self.closed.set()
             if self._in is not None:
                 wire.close(self._in)
                 self._in = None
-            for waiter in list(self._waiters.values()):
-                waiter.set()
-            self._waiters.clear()
+            self.feed.answer_all()
 
-    def _reply(self, reply: Any) -> None:
-        kind = reply[0]
-        if kind in ("stats", "done", "closed"):
-            self.rows_written, self.lost, self.bad_values = reply[1], reply[2], reply[3]
-        if kind == "done":
-            waiter = self._waiters.pop(reply[4], None)
-            if waiter is not None:
-                waiter.set()
-        elif kind == "warn":
-            log.warning("%s", reply[1])
-        elif kind == "info":
-            log.info("%s", reply[1])
-        elif kind == "closed":
+    def _reply(self, reply: protocol.Message) -> None:
+        if type(reply) is Say:
+            log.log(logging.WARNING if reply.warning else logging.INFO, "%s", reply.text)
+            return
+        if self._frozen:
+            return  # close() has given its figures; the writer's late counts change none
+        if type(reply) is Stats or type(reply) is Flushed or type(reply) is Closed:
+            self.rows_written, self.lost, self.bad_values = reply[0], reply[1], reply[2]
+        if type(reply) is Flushed:
+            self.feed.answered(reply.token)
+        elif type(reply) is Closed:
             self.closed.set()
 
 
-def _on_gpu(item: tuple[Any, ...]) -> bool:
-    """Whether a step hands over a CUDA tensor (reading it would wait for the GPU)."""
-    _, _, _, tokens, loss, scalars, _, _, _ = item
-    if getattr(tokens, "is_cuda", False) or getattr(loss, "is_cuda", False):
-        return True
-    return bool(scalars) and any(getattr(v, "is_cuda", False) for v in scalars.values())
+def _plain(values: dict[str, Any]) -> bool:
+    for value in values.values():
+        kind = type(value)
+        if kind is not float and kind is not int:
+            return False
+    return True
 
 
+def _values(items: Iterable[Queued]) -> list[Any]:
+    """Every value among these that may be a tensor."""
+    out: list[Any] = []
+    for item in items:
+        if type(item) is StepRecord:
+            out.append(item.tokens)
+            out.append(item.loss)
+            if item.scalars:
+                out.extend(item.scalars.values())
+        elif type(item) is Log:
+            out.extend(item.values.values())
+    return out
+
+
+def _device(feed: Feed) -> Device | None:
+    if feed.torch is None or feed.events is None:
+        return None  # no CUDA: every value can be read on the host at once
+    return torch_side.device_reads(feed.torch, feed.events)
+
+
+_HOST = Batch(None, [])  # values read on the host: nothing to wait for
 _LINKS: weakref.WeakSet[Link] = weakref.WeakSet()
 
 
@@ -388,22 +400,7 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _hello(meter: StepMeter) -> dict[str, Any]:
-    return {
-        "db": meter.db,
-        "run": meter.run,
-        "investigation": meter.investigation,
-        "created_at": meter.created_at.timestamp(),
-        "argv": list(sys.argv),
-        "flush_interval": meter.flush_interval,
-        "close_timeout": meter.close_timeout,
-        "max_pending": meter._cap,
-        "gpu_every": meter.gpu_every,
-        "cwd": os.getcwd(),
-    }
-
-
-def _spawn(meter: StepMeter) -> tuple[subprocess.Popen[bytes], int | None, int | None]:
+def _spawn() -> tuple[subprocess.Popen[bytes], int | None, int | None]:
     """Start the writer: this interpreter, this package, nothing of the trainer's state.
 
     Returns the process, the pipe's end to write steps to and the end to read replies."""
@@ -430,3 +427,29 @@ def _spawn(meter: StepMeter) -> tuple[subprocess.Popen[bytes], int | None, int |
         wire.close(steps_r)
         wire.close(replies_w)
     return proc, steps_w, replies_r
+
+
+def hello(
+    *,
+    db: str,
+    run: str,
+    investigation: str | None,
+    created_at: float,
+    flush_interval: float,
+    close_timeout: float,
+    max_pending: int,
+    gpu_every: float,
+) -> Hello:
+    """The writer's first message: what only the training process knows at its start."""
+    return Hello(
+        db,
+        run,
+        investigation,
+        created_at,
+        list(sys.argv),
+        flush_interval,
+        close_timeout,
+        max_pending,
+        gpu_every,
+        os.getcwd(),
+    )

@@ -69,8 +69,9 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
-def process_config(argv: list[str], cwd: str) -> dict[str, str]:
-    """What the writer process finds out itself (it inherits the trainer's environment)."""
+def process_config(argv: list[str], cwd: str, *, git: bool = True) -> dict[str, str]:
+    """What the writer process finds out itself (it inherits the trainer's environment);
+    `git=False` leaves out the commit (two subprocesses: the writer asks them aside)."""
     out: dict[str, str] = {
         "host": socket.gethostname(),
         "python": platform.python_version(),
@@ -78,7 +79,8 @@ def process_config(argv: list[str], cwd: str) -> dict[str, str]:
     }
     world = os.environ.get("WORLD_SIZE")
     out["world_size"] = world if world and world.isdigit() else "1"
-    out.update(git_state(cwd))
+    if git:
+        out.update(git_state(cwd))
     for name, value in sorted(os.environ.items()):
         if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
             out[f"env.{name}"] = value[:VALUE_CHARS]

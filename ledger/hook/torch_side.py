@@ -1,5 +1,5 @@
-"""What the hook reads from torch: the rank, CUDA timing events, memory and dynamo counters,
-and plain numbers out of tensors.
+"""What the hook reads from torch: the rank, CUDA timing events, memory and dynamo counters.
+(Tensors become numbers in ledger.hook.reads, without waiting for the GPU.)
 
 torch is never imported here: the hook uses the torch the training script has already
 imported (`sys.modules`), so a script without torch pays nothing and one with torch pays
@@ -9,12 +9,20 @@ private counter costs a metric, never the training run.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from collections import deque
-from typing import Any, cast
+from typing import Any
+
+from ledger.hook.reads import Device, TorchDevice
 
 MIB = float(1 << 20)
+log = logging.getLogger("ledger.hook")
+_now = time.perf_counter_ns
+TIMED_RECORDS = 15  # the pool times one record() in 16: what an event costs this host
+FIRST_TIMED = 4  # and the first few, so the meter knows early
 
 
 def loaded_torch() -> Any | None:
@@ -30,8 +38,8 @@ def detect_rank() -> int:
             dist = torch.distributed
             if dist.is_available() and dist.is_initialized():
                 return int(dist.get_rank())
-        except Exception:
-            pass
+        except Exception as exc:  # a torch without distributed: the environment says
+            log.debug("ledger.hook: torch.distributed gave no rank (%r)", exc)
     for name in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(name, "").strip()
         if value.isdigit():
@@ -46,7 +54,8 @@ def cuda_in_use() -> bool:
         return False
     try:
         return bool(torch.cuda.is_available())
-    except Exception:
+    except Exception as exc:  # a broken CUDA install: the meter times on the host only
+        log.info("ledger.hook: torch.cuda.is_available() failed (%r); no CUDA timing", exc)
         return False
 
 
@@ -61,18 +70,38 @@ class EventPool:
         self._event = torch.cuda.Event
         self._free: deque[Any] = deque()
         self._stream = CurrentStream.of(torch)
+        self._calls = 0
+        self.timed_ns = 0  # over `timed` sampled calls of recorded(): an event's host cost
+        self.timed = 0
 
     def recorded(self) -> Any:
         """An event from the pool, recorded now on the current stream."""
+        self._calls = calls = self._calls + 1
         try:
             event = self._free.pop()
         except IndexError:
             event = self._event(enable_timing=True)
+        started = _now() if calls <= FIRST_TIMED or not calls & TIMED_RECORDS else 0
         if self._stream is None:
             event.record()
         else:
             event.record(self._stream.current())
+        if started:
+            self.timed_ns += _now() - started
+            self.timed += 1
         return event
+
+    def record_ns(self) -> float | None:
+        """What one record() has cost this thread, on average; None before it is known."""
+        return self.timed_ns / self.timed if self.timed else None
+
+    def stream_for(self, device: Any) -> Any:
+        """The stream the training thread last recorded on, if it is on `device`."""
+        current = self._stream
+        if current is None or current._key is None:
+            return None
+        index = getattr(device, "index", device)
+        return current._stream if index is None or int(current._key[1]) == index else None
 
     def device(self) -> int | None:
         """The CUDA device index the last event was recorded on, when known."""
@@ -118,11 +147,17 @@ class CurrentStream:
         return self._stream
 
 
+def device_reads(torch: Any, events: EventPool) -> Device:
+    """How the forwarder reads CUDA values: without waiting, after the trainer's stream."""
+    return TorchDevice(torch, events.stream_for)
+
+
 def cuda_memory_mib(torch: Any) -> tuple[float, float, float] | None:
     """(allocated, max allocated, reserved) in MiB on the current device: one stats read."""
     try:
         stats = torch.cuda.memory_stats()
-    except Exception:
+    except Exception as exc:  # this reading is missing (NULL); the step is kept
+        log.debug("ledger.hook: torch.cuda.memory_stats() failed (%r)", exc)
         return None
     return (
         stats.get("allocated_bytes.all.current", 0) / MIB,
@@ -135,7 +170,8 @@ def dynamo_counters() -> dict[str, int] | None:
     """Frames compiled, recompilations and graph breaks so far, if dynamo is in use.
 
     Read from the writer thread while the training thread may be compiling: a dict that
-    changes size under us raises RuntimeError, and the reading is simply skipped.
+    changes size under us raises RuntimeError, and the reading is skipped (the next one,
+    half a second later, has the same counters).
     """
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
@@ -154,87 +190,6 @@ def dynamo_counters() -> dict[str, int] | None:
             # Compilations of a frame after its first: what a changed guard cost.
             result["dynamo_recompiles"] = sum(max(0, int(n) - 1) for n in list(per_frame.values()))
         return result
-    except (RuntimeError, TypeError, ValueError, AttributeError):
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+        log.debug("ledger.hook: dynamo's counters were not read this time (%r)", exc)
         return None
-
-
-class Resolver:
-    """Turns what the training thread handed over (tensors, numpy scalars) into floats.
-
-    Runs on the forwarder thread. A CUDA tensor is copied on a side stream of its own,
-    after waiting for the step's end event, so the copy neither waits for nor delays kernels
-    the training thread queued since. `prefetch` reads many at once: one stacking kernel and
-    one copy to the host per device and dtype, instead of one copy (and one hand-over of
-    the GIL, which `item()` releases) per value.
-    """
-
-    def __init__(self, torch: Any | None) -> None:
-        self._torch = torch
-        self._streams: dict[Any, Any] = {}
-        self._read: dict[int, float | int] = {}
-        self.failures = 0
-
-    def prefetch(self, tensors: list[Any], ready: Any) -> None:
-        """Read these one-element CUDA tensors now; `number` then finds them (until `forget`)."""
-        torch = self._torch
-        if torch is None or len(tensors) < 2:
-            return
-        groups: dict[Any, list[Any]] = {}
-        for tensor in tensors:
-            groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
-        for (device, _), group in groups.items():
-            try:
-                with torch.no_grad(), torch.cuda.stream(self._stream(device)):
-                    if ready is not None:
-                        torch.cuda.current_stream(device).wait_event(ready)
-                    else:  # a flush: everything queued so far, on every stream
-                        torch.cuda.synchronize(device)
-                    values = torch.stack([t.reshape(()) for t in group]).tolist()
-            except Exception:
-                continue  # read one by one instead
-            for tensor, value in zip(group, values, strict=True):
-                self._read[id(tensor)] = value
-
-    def forget(self) -> None:
-        self._read.clear()
-
-    def _stream(self, device: Any) -> Any:
-        stream = self._streams.get(device)
-        if stream is None:
-            assert self._torch is not None
-            stream = self._streams[device] = self._torch.cuda.Stream(device=device)
-        return stream
-
-    def number(self, value: Any, ready: Any = None) -> float | int | None:
-        if value is None or type(value) is int or type(value) is float:
-            return value
-        read = self._read.get(id(value)) if self._read else None
-        if read is not None:
-            return read
-        try:
-            if isinstance(value, bool):
-                return int(value)
-            if getattr(value, "is_cuda", False):
-                return self._cuda_item(value, ready)
-            item = getattr(value, "item", None)
-            number = item() if callable(item) else float(value)
-            return number if isinstance(number, int) else float(number)
-        except Exception:
-            # A tensor of several elements, a string…: the value is lost, the step is not.
-            self.failures += 1
-            return None
-
-    def _cuda_item(self, tensor: Any, ready: Any) -> float | int:
-        if ready is None:
-            # No event to wait for (meter.log): read on the default stream, which is
-            # ordered after the work queued on it (where training runs unless it picked
-            # a stream of its own).
-            return cast("float | int", tensor.item())
-        torch = self._torch
-        assert torch is not None  # a CUDA tensor means torch was imported
-        stream = self._streams.get(tensor.device)
-        if stream is None:
-            stream = self._streams[tensor.device] = torch.cuda.Stream(device=tensor.device)
-        with torch.cuda.stream(stream):
-            stream.wait_event(ready)
-            return cast("float | int", tensor.item())

@@ -25,8 +25,24 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError, StorageError
-from ledger.hook import gpu, runinfo, wire
+from ledger.hook import gpu, protocol, runinfo, wire
+from ledger.hook.protocol import (
+    Close,
+    Closed,
+    Config,
+    Flush,
+    Flushed,
+    Hello,
+    Log,
+    Meta,
+    Say,
+    SetFate,
+    Stats,
+    Step,
+)
+from ledger.hook.rows import Rows
 from ledger.model.records import FateChange
+from ledger.model.terms import Fate
 
 if TYPE_CHECKING:
     from ledger.store import Ledger
@@ -36,19 +52,21 @@ MAX_BACKOFF_S = 5.0
 BUSY_TIMEOUT_S = 5.0  # a SQLite lock held by another process: wait this long, then retry
 CONNECT_TIMEOUT_S = 3.0  # a PostgreSQL server that does not answer
 GRACE_S = 2.0  # past the deadline, the process ends even if a call never returns
+COST_TRIM = 0.01  # the slowest share of the sampled caller costs left out of the figure
 KILLED_REASON = "the training process ended without closing its meter (SIGKILL or a crash)"
 
 
 class Writer:
     """Turns what the pipe brings into transactions; `run()` returns when done."""
 
-    def __init__(self, hello: dict[str, Any], replies: int) -> None:
+    def __init__(self, hello: Hello, replies: int) -> None:
         self.hello = hello
-        self.run_name = str(hello["run"])
-        self.flush_interval = float(hello["flush_interval"])
-        self.close_timeout = float(hello["close_timeout"])
-        self.max_pending = int(hello["max_pending"])
-        self.gpu_every = float(hello.get("gpu_every") or 0)
+        self.run_name = str(hello.run)
+        self.flush_interval = float(hello.flush_interval)
+        self.close_timeout = float(hello.close_timeout)
+        self.max_pending = int(hello.max_pending)
+        self.gpu_every = float(hello.gpu_every or 0)
+        self.rows = Rows(self.flush_interval / 4)
         self.wake = threading.Event()
         self.closing = False
         self.deadline = float("inf")
@@ -73,7 +91,12 @@ class Writer:
         self._dropped_stored = 0
         self._dynamo: dict[str, int] | None = None
         self._dynamo_stored: dict[str, int] = {}
-        self._config = runinfo.process_config(list(hello["argv"]), str(hello["cwd"]))
+        self._config = runinfo.process_config(list(hello.argv), str(hello.cwd), git=False)
+        # git runs two subprocesses: asked aside, so the ledger opens (and the first steps
+        # are written) without waiting for them.
+        self._git: dict[str, str] = {}
+        self._git_asked = threading.Thread(target=self._ask_git, daemon=True)
+        self._git_asked.start()
         self._torch_config: dict[str, str] | None = None
         self._config_written = False
         self._device: int | None = None
@@ -84,6 +107,9 @@ class Writer:
         self._sample_at = 0.0
         self._backoff = 0.0
         self._warned: set[str] = set()
+
+    def _ask_git(self) -> None:
+        self._git = runinfo.git_state(str(self.hello.cwd))
 
     # -- the pipe's side (a thread of its own) -------------------------------------------
 
@@ -100,36 +126,48 @@ class Writer:
         except Exception as exc:  # a frame that does not decode: treat as the end
             self.warn("pipe", "ledger.hook: the trainer's pipe broke (%s)", exc)
         if not self.closing:
-            self.inbox.append(("fate", "killed", KILLED_REASON, True))
+            self._keep(self.rows.release())
+            self.inbox.append(SetFate(Fate.KILLED, KILLED_REASON, True))
             self._close_now()
         self.wake.set()
 
     def _arrived(self, item: Any) -> None:
-        if type(item) is dict:
-            if len(self.inbox) >= self.max_pending:
-                self.overflow += 1
-                self.lost += 1
-            else:
-                self.inbox.append(item)
-            return
-        kind = item[0]
-        if kind == "meta":
-            _, dropped, costs, dynamo, device, failures = item
-            self.trainer_dropped = dropped
-            for cost in costs:
+        message = protocol.unpack(item)
+        if type(message) is Step:
+            self._keep(self.rows.step(message))
+        elif type(message) is Meta:
+            self.trainer_dropped = message.dropped
+            for cost in message.costs:
                 self._costs[cost // 10] += 1
                 self._costs_seen += 1
-            if dynamo:
-                self._dynamo = dynamo
-            if device is not None:
-                self._device = device
-            self._failures = failures
-        elif kind == "config":
-            self._torch_config = item[1]
-        elif kind == "close":
+            if message.dynamo:
+                self._dynamo = message.dynamo
+            if message.device is not None:
+                self._device = message.device
+            self._failures = message.failures
+            self._keep(self.rows.meta(message))
+        elif type(message) is Config:
+            self._torch_config = message.values
+        elif type(message) is Close:
+            self._keep(self.rows.release())
             self._close_now()
-        else:  # fate, log, flush: in order with the steps
-            self.inbox.append(item)
+        elif type(message) is SetFate or type(message) is Flush:
+            self._keep(self.rows.release())  # no next step comes before it is applied
+            self.inbox.append(message)
+        elif type(message) is Log:
+            self.inbox.append(message)
+        else:
+            raise ValueError(f"the writer does not take {type(message).__name__}")
+
+    def _keep(self, row: dict[str, Any] | None) -> None:
+        """A row for the next batch, within max_pending (beyond it: lost, counted)."""
+        if row is None:
+            return
+        if len(self.inbox) >= self.max_pending:
+            self.overflow += 1
+            self.lost += 1
+        else:
+            self.inbox.append(row)
 
     def _close_now(self) -> None:
         if not self.closing:
@@ -148,7 +186,7 @@ class Writer:
             self.run_name,
         )
         self.lost += unwritten
-        self.reply(("closed", self.rows_written, self.lost, self.values_lost()))
+        self.reply(Closed(self.rows_written, self.lost, self.values_lost()))
         os._exit(0)
 
     # -- the main thread -----------------------------------------------------------------
@@ -165,7 +203,7 @@ class Writer:
         finally:
             if self._sampler is not None:
                 self._sampler.stop()
-            self.reply(("closed", self.rows_written, self.lost, self.values_lost()))
+            self.reply(Closed(self.rows_written, self.lost, self.values_lost()))
             if self._ledger is not None:
                 self._ledger.close()
 
@@ -220,19 +258,17 @@ class Writer:
                 self._rows.append(item)
                 self._rank = item["rank"] if self._rank is None else self._rank
                 self._last_step = item["step"]
-                continue
-            kind = item[0]
-            if kind == "fate":
-                self._fates.append(FateChange(item[1], item[2], ended=item[3]))
+            elif type(item) is SetFate:
+                self._fates.append(FateChange(item.fate, item.reason, ended=item.ended))
                 urgent = True
-            elif kind == "log":
-                _, rank, step, values = item
+            elif type(item) is Log:
+                rank = self.rows.rank
                 self._rank = rank if self._rank is None else self._rank
-                for name, value in values.items():
+                for name, value in item.values.items():
                     if value is not None:
-                        self._metrics.append((rank, step, name, value))
-            elif kind == "flush":
-                self._tokens.append(item[1])
+                        self._metrics.append((rank, item.step, name, value))
+            elif type(item) is Flush:
+                self._tokens.append(item.token)
                 urgent = True
         return urgent
 
@@ -244,7 +280,9 @@ class Writer:
         metrics = self._metrics + self._dynamo_metrics()
         config = None
         if not self._config_written:
+            self._git_asked.join(2 * runinfo.GIT_TIMEOUT_S)
             config = dict(self._config)
+            config.update(self._git)
             config.update(self._torch_config or {})
         try:
             report = self._ledger.write_meter_batch(
@@ -287,26 +325,32 @@ class Writer:
         self._backoff = 0.0
         self._rows, self._metrics, self._fates, self._gpus = [], [], [], []
         for token in self._tokens:
-            self.reply(("done", self.rows_written, self.lost, self.values_lost(), token))
+            self.reply(Flushed(self.rows_written, self.lost, self.values_lost(), token))
         if not self._tokens:
-            self.reply(("stats", self.rows_written, self.lost, self.values_lost()))
+            self.reply(Stats(self.rows_written, self.lost, self.values_lost()))
         self._tokens = []
         return True
 
     def _cost_due(self, ending: bool) -> float | None:
-        """The median caller-side cost in µs over the whole run, when this rank is ending.
+        """What the training thread paid per step, in µs, when this rank is ending: the
+        mean over the sampled steps (event and memory steps among them as often as they
+        come), leaving out the slowest 1 % (a GC pause or a thread switch inside the timed
+        code is not the meter's).
 
         Stored only then: the run keeps the largest value any rank stored, so an early
         figure from a handful of cold first steps must not get there first.
         """
         if not ending or self._costs_seen == self._cost_stored:
             return None
-        half, total = self._costs_seen / 2, 0
+        keep = max(1, int(self._costs_seen * (1 - COST_TRIM)))
+        total = counted = 0
         for bucket in sorted(self._costs):
-            total += self._costs[bucket]
-            if total >= half:
-                return round((bucket * 10 + 5) / 1000, 3)
-        return None
+            take = min(self._costs[bucket], keep - counted)
+            total += take * (bucket * 10 + 5)
+            counted += take
+            if counted >= keep:
+                break
+        return round(total / counted / 1000, 3) if counted else None
 
     def _dynamo_metrics(self) -> list[tuple[int, int, str, Any]]:
         """Dynamo's counters on the newest step of the batch, when they changed."""
@@ -341,8 +385,8 @@ class Writer:
             why = self._sampler.start()
             if why is not None:
                 self.gpu_every = 0.0
-                level = "warn" if self._device is not None else "info"
-                self.reply((level, f"ledger.hook: no GPU samples for run {self.run_name!r}: {why}"))
+                text = f"ledger.hook: no GPU samples for run {self.run_name!r}: {why}"
+                self.reply(Say(self._device is not None, text))
                 return
         device = self._device
         if device is None:
@@ -352,6 +396,13 @@ class Writer:
         row = self._sampler.sample(device, rank=rank, step=self._last_step)
         if row is not None:
             self._gpus.append(row)
+        if self._sampler.failures and "nvml-fields" not in self._warned:
+            self._warned.add("nvml-fields")
+            text = (
+                f"ledger.hook: NVML refused {self._sampler.failures} reading(s) of run "
+                f"{self.run_name!r}'s GPU; those fields are NULL in gpu_sample"
+            )
+            self.reply(Say(False, text))
 
     # -- opening, and what to do when it cannot ------------------------------------------
 
@@ -380,9 +431,9 @@ class Writer:
         hello = self.hello
         try:
             self._ledger = Ledger.open(
-                hello["db"],
+                hello.db,
                 create=True,
-                investigation=hello["investigation"],
+                investigation=hello.investigation,
                 busy_timeout=BUSY_TIMEOUT_S,
                 connect_timeout=CONNECT_TIMEOUT_S,
             )
@@ -390,7 +441,7 @@ class Writer:
                 self.run_name,
                 host=self._config["host"],
                 command=self._config["command"] or None,
-                launched_at=datetime.fromtimestamp(float(hello["created_at"]), UTC),
+                launched_at=datetime.fromtimestamp(float(hello.created_at), UTC),
             )
             self._run_id = started.id
             if started.earlier_steps:
@@ -423,8 +474,9 @@ class Writer:
                 item = self.inbox.popleft()
                 if type(item) is dict:
                     self.lost += 1
-                elif item[0] == "flush":
-                    self.reply(("done", self.rows_written, self.lost, self.values_lost(), item[1]))
+                elif type(item) is Flush:
+                    counts = (self.rows_written, self.lost, self.values_lost())
+                    self.reply(Flushed(*counts, item.token))
             if self.closing:
                 return
             self.wake.wait(self.flush_interval)
@@ -435,16 +487,16 @@ class Writer:
     def values_lost(self) -> int:
         return self.bad_values + self._failures
 
-    def reply(self, message: tuple[Any, ...]) -> None:
+    def reply(self, message: protocol.ToTrainer) -> None:
         # OSError: the trainer is gone, nobody to tell.
         with self._reply_lock, contextlib.suppress(OSError):
-            wire.send(self._replies, [message])
+            wire.send(self._replies, [protocol.pack(message)])
 
     def warn(self, key: str, message: str, *args: Any) -> None:
         """Said once per kind, in the trainer's log (its `ledger.hook` logger)."""
         if key not in self._warned:
             self._warned.add(key)
-            self.reply(("warn", message % args))
+            self.reply(Say(True, message % args))
 
 
 def _int64(value: int) -> bool:
@@ -479,9 +531,10 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     reader = wire.Reader(0)
     first = reader.read()
-    if not first or first[0][0] != "hello":
+    hello = protocol.unpack(first[0]) if first else None
+    if type(hello) is not Hello:
         return 2
-    writer = Writer(first[0][1], replies)
+    writer = Writer(hello, replies)
 
     def on_term(signum: int, frame: Any) -> None:
         writer.close_timeout = min(writer.close_timeout, GRACE_S)
