@@ -14,6 +14,7 @@ import dataclasses
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,8 @@ from ledger.watch.follow import look as ingest_look
 
 if TYPE_CHECKING:
     from ledger.store import Ledger
+
+PUMP_DRAIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -101,18 +104,31 @@ class CommandSource:
         self.stream = stream
         self.role = role(argv)
         self.stopped = False  # watch stopped it (a viewer at the end, --stop-on)
-        self._out: IO[bytes] = stream.open("ab")
+        stream.touch()
+        # The command writes into a pipe; ledger.watch.pump writes the file: redacted,
+        # bounded, sampled under a flood. The pump outlives watch with a trainer left
+        # running (its output is still read and kept), and ends with the command's output.
+        read_end, write_end = os.pipe()
         try:
-            self.process = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=self._out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # so that closing can stop everything it started
+            try:
+                self.process = subprocess.Popen(
+                    list(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=write_end,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # so that closing can stop everything it started
+                )
+            except OSError as exc:
+                raise CommandError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
+            self.pump = subprocess.Popen(
+                [sys.executable, "-m", "ledger.watch.pump", str(stream)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C for watch is not one for the pump
             )
-        except OSError as exc:
-            self._out.close()
-            raise CommandError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(read_end)
+            os.close(write_end)
         self.logs = LogSource(lg, stream, run, fresh=True)
 
     @property
@@ -125,6 +141,8 @@ class CommandSource:
 
     def look(self) -> Look:
         code = self.process.poll()  # first: output written before it exited is then read
+        if code is not None:
+            self._drained()
         seen = self.logs.look()
         if code is None:
             return seen
@@ -149,10 +167,17 @@ class CommandSource:
     def close(self) -> None:
         """A viewer is stopped; a trainer still running is left running (watch never ends a
         training command on its own: see ledger.watch.roles), its output still going to
-        the stream file."""
+        the stream file through the pump."""
         if not self.is_trainer:
             self.stop()
-        self._out.close()
+        if self.process.poll() is not None:
+            self._drained()
+
+    def _drained(self) -> None:
+        """Wait for the pump to write the last of an ended command's output (bounded: a
+        child of the command may hold the pipe open)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.pump.wait(timeout=PUMP_DRAIN_S)
 
 
 class RowSource:
@@ -188,10 +213,12 @@ def stream_path(lg: Ledger, run: str) -> Path:
 
 
 def save_stream(lg: Ledger, run: str, stream: IO[bytes]) -> Path:
-    """Keep a stream (standard input) as a log file beside the ledger, read to its end."""
+    """Keep a stream (standard input) as a log file beside the ledger, read to its end:
+    redacted and bounded as a watched command's output is (ledger.watch.pump)."""
+    from ledger.watch.pump import cap_bytes, pump
+
     path = stream_path(lg, run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as out:
-        while chunk := stream.read(1 << 20):
-            out.write(chunk)
+        pump(stream, out, cap_bytes())
     return path
