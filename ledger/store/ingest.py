@@ -7,6 +7,10 @@ only the rows read from that log are removed), then reads only what was appended
 in through the one step writer with ON CONFLICT DO NOTHING, so a re-read adds nothing
 twice. Bytes after the last line or redraw boundary (a bar being redrawn right now) are
 read for the run's fate but not stored until they are complete.
+
+A long read commits as it goes (every COMMIT_EVERY_S, at a line boundary, with the offset,
+hash and reader state of that point, exactly what a later ingest resumes from), so other
+writers wait for SQLite's write lock a second, not the whole read of a 2 GB log.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import re
 import stat as stat_
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,6 +47,10 @@ if TYPE_CHECKING:
     from ledger.model.logs import Found
 
 BATCH_ROWS = 100_000
+# An ingest commits what it read this often, so another writer (a `hypothesis add`, a
+# deploy, a StepMeter) waits for SQLite's write lock at most about this long beside the
+# ingest of a 2 GB log, instead of for the whole read.
+COMMIT_EVERY_S = 1.0
 STALL_AFTER_S = 300.0  # a log that has not grown for this long, while running, is stalled
 # The values of a step row as the log reader makes them, after (rank, step).
 READER_COLUMNS = (
@@ -142,6 +151,8 @@ class LogRequest:
     # The output of a command ledger itself runs (`watch -- CMD`): new by construction, so
     # never refused as a copy of another run's log (two launches may print the same).
     fresh: bool = False
+    # read at each ingest, so that a test or a benchmark can set it
+    commit_every_s: float = field(default_factory=lambda: COMMIT_EVERY_S)
 
 
 def log_file_row(
@@ -209,6 +220,30 @@ def _owned(file: Path, run: str, path: str) -> ConflictError:
         f"{file} is the log of run {run!r} (read before as {path}); ingest it under that "
         f"run (--run {run}, or no --run)"
     )
+
+
+def _commit_so_far(
+    session: Session, lf: m.LogFile, reader: Any, offset: int, size: int, digest: Any
+) -> m.LogFile:
+    """Keep what an ingest has read so far (its rows, and the log's offset, hash and reader
+    state at a line boundary: a later ingest resumes from there) and let other writers in;
+    then take the log's row again for the rest. A run made by this ingest is kept even if no
+    training output has come yet: the ingest's end removes it if none comes at all."""
+    lf.offset = offset
+    lf.size = max(size, offset)
+    lf.lines = reader.state.line - 1
+    lf.unread_lines = reader.state.unread
+    lf.sha256 = digest.hexdigest()
+    lf.state = json.dumps(reader.save(), allow_nan=False)
+    lf_id = lf.id
+    session.commit()  # the session's next statement begins the next write transaction
+    again = session.scalars(select(m.LogFile).where(m.LogFile.id == lf_id).with_for_update()).one()
+    if again.offset != offset:  # another ingest of this log went on from here meanwhile
+        raise ConflictError(
+            f"{again.path} was read on by another ingest while this one committed; run "
+            "ingest again to read the rest"
+        )
+    return again
 
 
 def has_training_output(summary: dict[str, Any], fate: str) -> bool:
@@ -284,6 +319,7 @@ def read_log(
     tail = ""
     # One thread: a writer thread was tried, and the GIL hand-over between binding rows
     # and parsing lines cost more than the overlap won.
+    committed, checkpoints = time.monotonic(), 0
     with open_log(file) as handle:
         handle.seek(offset)
         try:
@@ -296,6 +332,13 @@ def read_log(
                 if len(pending.steps) + len(pending.metrics) >= BATCH_ROWS:
                     done.add(_store(session, writer, pending))
                     pending = Found()
+                if time.monotonic() - committed >= request.commit_every_s:
+                    done.add(_store(session, writer, pending))
+                    pending = Found()
+                    lf = writer.lf = _commit_so_far(session, lf, reader, offset, size, digest)
+                    checkpoints += 1
+                    writer.writer = None  # its connection went back with the commit
+                    committed = time.monotonic()
                 if request.progress is not None:
                     request.progress(offset, size)
         except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
@@ -306,8 +349,12 @@ def read_log(
     summary = reader.summary(tail=tail, stalled=stalled)
     data = summary.to_dict()
     if created and not has_training_output(data, summary.fate):
-        # rolls the transaction back: no run is made for a file with nothing of training in it
+        # no run is made for a file with nothing of training in it: raising rolls the
+        # transaction back; a run kept by a commit on the way goes now
         what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
+        if checkpoints:
+            session.delete(run_row)
+            session.commit()
         raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
     took = not done.rows.steps or _kept_own_rows(session, run_row.id, lf.id)
     lf.offset = offset
