@@ -176,10 +176,11 @@ def test_twins_from_the_hook_give_no_finding(lg: Any, seed: int) -> None:
         return 3.0 if s % 200 == 150 else 0.0
 
     for i, name in enumerate(("twin_a", "twin_b")):
-        lg.write_steps(name, hook_rows(1000, seed=seed * 10 + i, extra_s=checkpoint, wait_s=0.01))
-        lg.record_deploy(
+        lg.ensure_run(name)
+        lg.record_deploy(  # the relaunch, then its steps (a relaunch starts a launch)
             name, "relaunch", ["python", "train.py", "--token-budget", "49152"], exit_code=0
         )
+        lg.write_steps(name, hook_rows(1000, seed=seed * 10 + i, extra_s=checkpoint, wait_s=0.01))
     result = lg.why("twin_b", "twin_a")
     assert result.findings == [], [f.to_dict() for f in result.findings]
     assert result.verdict is not None
