@@ -291,7 +291,7 @@ def test_a_ledger_that_cannot_be_used_never_stops_training(
     assert len(warnings) == 1 and "cannot record run 'nowhere'" in warnings[0].getMessage()
 
 
-def test_a_second_launch_under_an_ended_run_name_warns(
+def test_a_second_launch_under_an_ended_run_name_is_a_launch_of_its_own(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = StepMeter("again", db=db_url)
@@ -300,12 +300,13 @@ def test_a_second_launch_under_an_ended_run_name_warns(
     first.close()
     with caplog.at_level(logging.WARNING, logger="ledger.hook"):
         second = StepMeter("again", db=db_url)
-        with second.step(loss=2.0):  # step 0 again: the first launch's row stays
+        with second.step(loss=2.0):  # step 0 again: in a launch of its own
             pass
         second.close()
-    assert any("earlier launch" in r.getMessage() for r in caplog.records)
+    assert any("new launch" in r.getMessage() for r in caplog.records)
     with ledger.open(db_url) as lg:
-        assert lg.steps_frame("again")["loss"].tolist() == [1.0]
+        assert lg.steps_frame("again")["loss"].tolist() == [2.0]  # the latest launch
+        assert lg.steps_frame("again@1")["loss"].tolist() == [1.0]  # the first, kept apart
         assert lg.meter_summary("again").fate == "finished"
 
 

@@ -30,8 +30,8 @@ def investigation(lg) -> object:
     lg.set_baseline(14200, "tok/s")
     lg.add_steps("reference", _steps(14200, seed=1), throughput_unit="tok/s")
     lg.record_fix(XSS, f"summary {XSS}", diff=f"+{XSS}\n", run="attempt")
+    lg.deploy("attempt", "relaunch", ["echo", XSS])  # the relaunch, then its steps
     lg.add_steps("attempt", _steps(11000, seed=2), throughput_unit="tok/s")
-    lg.deploy("attempt", "relaunch", ["echo", XSS])
     lg.set_fate("attempt", "oom", "CUDA out of memory. Tried to allocate 4.50 GiB")
     lg.ensure_run("never_started")
     return lg

@@ -447,8 +447,8 @@ class Writer:
             if started.earlier_steps:
                 self.warn(
                     "earlier",
-                    "ledger.hook: run %r already holds steps of an earlier launch; a step "
-                    "number recorded before keeps its first row (name each launch anew)",
+                    "ledger.hook: run %r was launched before: this is a new launch of it, "
+                    "the earlier launch's steps stay apart (RUN@N names an earlier one)",
                     self.run_name,
                 )
             return True
