@@ -97,3 +97,23 @@ def test_a_read_only_folder_with_a_wal_and_no_shm_is_refused_not_read_short(
     code_, out, err = _run("--db", str(mount / "ledger.db"), "runs")
     assert code_ == 1, out
     assert "ledger.db-wal" in err and "read-only" in err
+
+
+def test_a_probe_showing_an_earlier_step_does_not_undo_a_crash(db_url: str, tmp_path: Path) -> None:
+    log = tmp_path / "train_a.log"
+    log.write_text("step 1 | loss 2.0 | tokens/s 14200\nstep 2 | loss 2.0 | tokens/s 14200\n")
+    assert _run("init")[0] == 0
+    assert _run("ingest", str(log))[0] == 0
+    with log.open("a") as out:
+        out.write("step 3 | loss 2.0 | tokens/s 14200\nTraceback (most recent call last):\n")
+        out.write("RuntimeError: boom\n")
+    assert _run("ingest", str(log))[0] == 0
+    stale = "step 2 | loss 2.0 | tokens/s 14200\n"  # a tail of the log from before the crash
+    code, _, err = _run("probe", "--run", "a", "--", "printf", stale)
+    assert code == 0, err
+    import ledger
+
+    with ledger.open(db_url) as lg:
+        summary = lg.run_summary("a")
+        assert summary.fate == "crashed"
+        assert lg.show("a").probes[-1].fate == "running"  # the probe keeps what it saw

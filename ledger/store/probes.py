@@ -24,9 +24,9 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.logs import LogEvent, LogSummary
-from ledger.model.terms import FAILED_FATES, Fate
+from ledger.model.terms import FAILED_FATES, FINAL_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult, Stop
-from ledger.store import gate, settings
+from ledger.store import gate, launches, settings
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run
 from ledger.store.lookup import run_row as run_row_of
@@ -196,10 +196,14 @@ def finish(
                 utilization_pct=gpu.utilization_pct,
             )
         )
-    if reading.fate != Fate.UNKNOWN:
-        run_row = session.get_one(m.Run, run_id)
-        run_row.fate = reading.fate
-        run_row.fate_reason = reading.reason or None
+    run_row = session.get_one(m.Run, run_id)
+    # A look cannot undo an ending: a probe that shows an earlier step of a run that has
+    # crashed since (a stale log, a tail cut short) keeps the fate the log told. A new
+    # launch starts from `unknown`, so a relaunched run is probed afresh.
+    settled = Fate(run_row.fate) in FINAL_FATES and Fate(reading.fate) not in FINAL_FATES
+    if reading.fate != Fate.UNKNOWN and not settled:
+        launch = launches.latest(session.connection(), run_id)
+        launches.set_fate(session, run_row, launch, reading.fate, reading.reason or None)
 
 
 def result_record(
