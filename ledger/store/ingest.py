@@ -8,9 +8,11 @@ in through the one step writer with ON CONFLICT DO NOTHING, so a re-read adds no
 twice. Bytes after the last line or redraw boundary (a bar being redrawn right now) are
 read for the run's fate but not stored until they are complete.
 
-A long read commits as it goes (every COMMIT_EVERY_S, at a line boundary, with the offset,
-hash and reader state of that point, exactly what a later ingest resumes from), so other
-writers wait for SQLite's write lock a second, not the whole read of a 2 GB log.
+A long read commits as it goes (every COMMIT_EVERY_S or BATCH_ROWS rows, at a line
+boundary, with the offset, hash and reader state of that point, exactly what a later ingest
+resumes from), and holds no transaction while it parses: SQLite's write lock is taken for
+each batch's write alone, so other writers wait for a batch, not the whole read of a 2 GB
+log.
 """
 
 from __future__ import annotations
@@ -51,11 +53,6 @@ BATCH_ROWS = 100_000
 # deploy, a StepMeter) waits for SQLite's write lock at most about this long beside the
 # ingest of a 2 GB log, instead of for the whole read.
 COMMIT_EVERY_S = 1.0
-# After such a commit the ingest stays off SQLite's lock this long: a waiting writer's busy
-# handler looks again every 100 ms at most, and would otherwise lose every race to the
-# ingest's next BEGIN IMMEDIATE (measured: waits of 10-15 s beside a 200 MB ingest). It
-# costs the ingest about a tenth of its time.
-YIELD_S = 0.11
 STALL_AFTER_S = 300.0  # a log that has not grown for this long, while running, is stalled
 # The values of a step row as the log reader makes them, after (rank, step).
 READER_COLUMNS = (
@@ -229,28 +226,29 @@ def _owned(file: Path, run: str, path: str) -> ConflictError:
 
 def _commit_so_far(
     session: Session, lf: m.LogFile, reader: Any, offset: int, size: int, digest: Any
-) -> m.LogFile:
+) -> None:
     """Keep what an ingest has read so far (its rows, and the log's offset, hash and reader
-    state at a line boundary: a later ingest resumes from there) and let other writers in;
-    then take the log's row again for the rest. A run made by this ingest is kept even if no
-    training output has come yet: the ingest's end removes it if none comes at all."""
+    state at a line boundary: a later ingest resumes from there) and let other writers in
+    until the next batch. A run made by this ingest is kept even if no training output has
+    come yet: the ingest's end removes it if none comes at all."""
     lf.offset = offset
     lf.size = max(size, offset)
     lf.lines = reader.state.line - 1
     lf.unread_lines = reader.state.unread
     lf.sha256 = digest.hexdigest()
     lf.state = json.dumps(reader.save(), allow_nan=False)
-    lf_id = lf.id
-    session.commit()  # the session's next statement begins the next write transaction
-    if session.get_bind().dialect.name == "sqlite":
-        time.sleep(YIELD_S)  # let a waiting writer in (PostgreSQL locks rows, not the file)
-    again = session.scalars(select(m.LogFile).where(m.LogFile.id == lf_id).with_for_update()).one()
-    if again.offset != offset:  # another ingest of this log went on from here meanwhile
+    session.commit()  # the rows stay readable (expire_on_commit is off): no query till then
+
+
+def _still_ours(session: Session, lf: m.LogFile) -> None:
+    """Begin the next batch's transaction by taking the log's row again; refuse to go on if
+    another ingest of this log read on from here in between."""
+    stored = session.scalar(select(m.LogFile.offset).where(m.LogFile.id == lf.id).with_for_update())
+    if stored != lf.offset:
         raise ConflictError(
-            f"{again.path} was read on by another ingest while this one committed; run "
-            "ingest again to read the rest"
+            f"{lf.path} was read on by another ingest while this one paused; run ingest "
+            "again to read the rest"
         )
-    return again
 
 
 def has_training_output(summary: dict[str, Any], fate: str) -> bool:
@@ -327,6 +325,8 @@ def read_log(
     # One thread: a writer thread was tried, and the GIL hand-over between binding rows
     # and parsing lines cost more than the overlap won.
     committed, checkpoints = time.monotonic(), 0
+    # One thread: a writer thread was tried, and the GIL hand-over between binding rows
+    # and parsing lines cost more than the overlap won.
     with open_log(file) as handle:
         handle.seek(offset)
         try:
@@ -336,21 +336,25 @@ def read_log(
                     break
                 pending.extend(reader.feed(text))
                 offset = end
-                if len(pending.steps) + len(pending.metrics) >= BATCH_ROWS:
+                batch = len(pending.steps) + len(pending.metrics) >= BATCH_ROWS
+                if batch or time.monotonic() - committed >= request.commit_every_s:
+                    # Parsing holds no lock: the write transaction begins here, with the
+                    # batch, and ends with it.
+                    if checkpoints:
+                        _still_ours(session, lf)
                     done.add(_store(session, writer, pending))
                     pending = Found()
-                if time.monotonic() - committed >= request.commit_every_s:
-                    done.add(_store(session, writer, pending))
-                    pending = Found()
-                    lf = writer.lf = _commit_so_far(session, lf, reader, offset, size, digest)
-                    checkpoints += 1
+                    _commit_so_far(session, lf, reader, offset, size, digest)
                     writer.writer = None  # its connection went back with the commit
+                    checkpoints += 1
                     committed = time.monotonic()
                 if request.progress is not None:
                     request.progress(offset, size)
         except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
             cut = f"compressed stream cut short ({type(exc).__name__})"
             reader.rec.unread(reader.state.line, cut)
+    if checkpoints:
+        _still_ours(session, lf)
     done.add(_store(session, writer, pending))
     # The fate reads the unfinished tail and closes what is open, on a copy of the state.
     summary = reader.summary(tail=tail, stalled=stalled)
