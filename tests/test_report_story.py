@@ -55,14 +55,15 @@ def test_attempts_follow_when_they_ran_not_when_their_row_was_made(tmp_path: Pat
     assert table.index("eager_a") < table.index("eager_b") < table.index("eager_new")
 
 
-def test_without_step_times_the_run_start_then_the_relaunch_then_the_row(lg) -> None:
-    from ledger.model.report import RAN_CREATED, RAN_RELAUNCH, RAN_STARTED
+def test_without_step_times_the_run_start_then_the_row(lg) -> None:
+    from ledger.model.report import RAN_CREATED, RAN_STARTED
 
     made = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-    lg.ensure_run("relaunched")  # made first, relaunched late
+    lg.ensure_run("relaunched")  # made first, relaunched late: its launch starts the run
     lg.deploy("relaunched", "relaunch", ["true"])
-    set_run_times(lg, "relaunched", created_at=made)
-    set_deploy_time(lg, "relaunched", datetime(2025, 3, 1, 14, 0, tzinfo=UTC))
+    relaunched_at = datetime(2025, 3, 1, 14, 0, tzinfo=UTC)
+    set_run_times(lg, "relaunched", created_at=made, started_at=relaunched_at)
+    set_deploy_time(lg, "relaunched", relaunched_at)
     lg.add_steps("started", steps(14000, n=50), throughput_unit="tok/s")
     set_run_times(lg, "started", created_at=made, started_at=datetime(2025, 3, 1, 13, 0))
     # a wall time that is no clock reading (seconds since launch) is not a time it ran
@@ -74,7 +75,7 @@ def test_without_step_times_the_run_start_then_the_relaunch_then_the_row(lg) -> 
     assert [(a.name, a.ran_from) for a in data.attempts] == [
         ("plain", RAN_CREATED),
         ("started", RAN_STARTED),
-        ("relaunched", RAN_RELAUNCH),
+        ("relaunched", RAN_STARTED),
         ("counter_clock", RAN_CREATED),
     ]
 
