@@ -256,8 +256,11 @@ def test_rereading_a_rewritten_log_keeps_what_the_hook_wrote(lg, tmp_path: Path)
     log.write_text("step 0 | loss 2.0 | tok/s 100\nstep 1 | loss 2.0 | tok/s 100\n")
     again = lg.ingest(log)
     assert again.reset in ("replaced", "truncated")
-    steps = lg.steps_frame("eager")["step"].tolist()
-    assert len(steps) == 1002 and steps[:2] == [0, 1]  # the log's new rows and all 1,000
+    # A rewritten log is a new launch: its rows are that launch's, and the first launch
+    # keeps all it had (the hook's 1,000 and the log's first five)
+    assert lg.steps_frame("eager")["step"].tolist() == [0, 1]
+    first = lg.steps_frame("eager@1")["step"].tolist()
+    assert len(first) == 1005 and first[:5] == [0, 1, 2, 3, 4] and first[-1] == 1999
 
 
 def test_a_log_of_another_run_is_refused(lg, tmp_path: Path) -> None:
