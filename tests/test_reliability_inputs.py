@@ -117,3 +117,18 @@ def test_a_probe_showing_an_earlier_step_does_not_undo_a_crash(db_url: str, tmp_
         summary = lg.run_summary("a")
         assert summary.fate == "crashed"
         assert lg.show("a").probes[-1].fate == "running"  # the probe keeps what it saw
+
+
+def test_a_probe_conclusion_is_cut_at_a_word_with_an_ellipsis(db_url: str) -> None:
+    words = " ".join(f"word{i:03d}" for i in range(60))  # 479 characters of whole words
+    out = f"step 3 | loss 2.0\\nTraceback (most recent call last):\\nRuntimeError: {words}\\n"
+    assert _run("init")[0] == 0
+    code, _, err = _run("probe", "--run", "a", "--new", "--", "printf", out)
+    assert code == 0, err
+    import ledger
+
+    with ledger.open(db_url) as lg:
+        conclusion = lg.show("a").probes[-1].conclusion or ""
+    assert conclusion.endswith("…"), conclusion
+    last = conclusion[:-1].split()[-1]
+    assert last.startswith("word") and len(last) == 7  # a whole word before the ellipsis

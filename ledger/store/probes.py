@@ -26,6 +26,7 @@ from ledger.model import records
 from ledger.model.logs import LogEvent, LogSummary
 from ledger.model.terms import FAILED_FATES, FINAL_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult, Stop
+from ledger.report.text import cut_words
 from ledger.store import gate, launches, settings
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run
@@ -255,7 +256,8 @@ def _conclusion(run: str, summary: LogSummary, result: CommandResult) -> str:
     else:
         # Say what decided the fate (the OOM line), not whatever the launcher printed last.
         told = summary.last_event.text if summary.last_event else ""
-        parts.append(gate.text(str(summary.fate_reason or told))[:120])  # redacted, then cut
+        # redacted, then cut at a word with an ellipsis
+        parts.append(cut_words(gate.text(str(summary.fate_reason or told)), 120))
     head = f"{run}: {summary.fate}"
     line = f"{head} — {', '.join(parts)}" if parts else head
     if summary.gpus:
@@ -280,4 +282,4 @@ def _failure(result: CommandResult) -> str:
     else:
         head = f"the probe command failed (exit {result.exit_code})"
     said = [line.strip() for line in result.output.splitlines() if line.strip()]
-    return f"{head}: {said[-1][:160]}" if said else head
+    return f"{head}: {cut_words(said[-1], 160)}" if said else head
