@@ -154,7 +154,11 @@ def main(argv: list[str]) -> int:
         print("usage: python -m ledger.watch.pump FILE  (the output arrives on stdin)")
         return 2
     with open(argv[0], "ab") as target:
-        pump(sys.stdin.buffer, target, cap_bytes())
+        try:
+            pump(sys.stdin.buffer, target, cap_bytes())
+        except Exception as exc:  # said where its reader looks: the file (no terminal here)
+            target.write(f"\n[ledger: the output stopped being kept: {exc!r}]\n".encode())
+            return 1
     return 0
 
 

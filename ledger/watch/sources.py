@@ -123,7 +123,11 @@ class CommandSource:
             self.pump = subprocess.Popen(
                 [sys.executable, "-m", "ledger.watch.pump", str(stream)],
                 stdin=read_end,
+                # nothing of watch's own: a pump that outlives watch (a trainer left
+                # running) must not hold its caller's output open; it says what went
+                # wrong in the stream file itself
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C for watch is not one for the pump
             )
         finally:
