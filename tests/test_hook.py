@@ -235,17 +235,21 @@ def test_back_pressure_drops_and_counts_but_never_blocks(db_url: str) -> None:
     with meter.step():
         pass
     assert meter.flush(10)
-    with ledger.open(db_url) as lg, _locked(lg):
-        time.sleep(0.3)  # the writer is now stuck behind the lock
-        slowest = 0
-        for _ in range(1000):
-            t = time.perf_counter()
-            with meter.step():
-                pass
-            slowest = max(slowest, time.perf_counter() - t)
-    assert meter.dropped >= 1000 - 100 - 1
-    assert slowest < 0.25  # never waited for the database (which stays locked throughout)
-    meter.close()
+    try:
+        with ledger.open(db_url) as lg, _locked(lg):
+            time.sleep(0.3)  # the writer is now stuck behind the lock
+            slowest = 0.0
+            for _ in range(1000):
+                t = time.perf_counter()
+                with meter.step():
+                    pass
+                slowest = max(slowest, time.perf_counter() - t)
+        # The loop ended while the lock was still held: a step that waited for the database
+        # would have waited for ever. (A loaded machine can still pause a step for a while.)
+        assert meter.dropped >= 1000 - 100 - 1
+        assert slowest < 5.0
+    finally:
+        meter.close()
     with ledger.open(db_url) as lg:
         summary = lg.meter_summary("pressure")
     assert summary.dropped_steps == meter.dropped
@@ -287,7 +291,10 @@ def test_a_ledger_that_cannot_be_used_never_stops_training(
         meter.close()
     assert len(losses) == 20
     assert meter.dropped == 20
-    warnings = [r for r in caplog.records if r.name == "ledger.hook"]
+    # (a meter of another test still closing may say something of its own run meanwhile)
+    warnings = [
+        r for r in caplog.records if r.name == "ledger.hook" and "nowhere" in r.getMessage()
+    ]
     assert len(warnings) == 1 and "cannot record run 'nowhere'" in warnings[0].getMessage()
 
 
