@@ -177,7 +177,11 @@ def log_file_row(
     query = select(m.LogFile).where(
         m.LogFile.run_id == run_id, m.LogFile.path == key, m.LogFile.launch == number
     )
-    return session.scalars(query.with_for_update()).one()
+    # populate_existing: the row was loaded above without the lock; once the lock is ours
+    # its values must be read again (another ingest may have read on and committed since),
+    # or this one would read from a stale offset and store the same events again.
+    locked = query.with_for_update().execution_options(populate_existing=True)
+    return session.scalars(locked).one()
 
 
 SAME_CONTENT_BYTES = 64 * 1024  # a shared prefix this long is one log, not one banner
@@ -325,6 +329,7 @@ def read_log(
     # One thread: a writer thread was tried, and the GIL hand-over between binding rows
     # and parsing lines cost more than the overlap won.
     committed, checkpoints = time.monotonic(), 0
+    sqlite = session.get_bind().dialect.name == "sqlite"
     # One thread: a writer thread was tried, and the GIL hand-over between binding rows
     # and parsing lines cost more than the overlap won.
     with open_log(file) as handle:
@@ -337,17 +342,21 @@ def read_log(
                 pending.extend(reader.feed(text))
                 offset = end
                 batch = len(pending.steps) + len(pending.metrics) >= BATCH_ROWS
-                if batch or time.monotonic() - committed >= request.commit_every_s:
-                    # Parsing holds no lock: the write transaction begins here, with the
-                    # batch, and ends with it.
+                due = sqlite and time.monotonic() - committed >= request.commit_every_s
+                if batch or due:
+                    # SQLite: parsing holds no lock; the write transaction begins here,
+                    # with the batch, and ends with it. PostgreSQL locks rows, not the
+                    # file: the log's row stays locked for the whole read, so that eight
+                    # shells following one log take turns.
                     if checkpoints:
                         _still_ours(session, lf)
                     done.add(_store(session, writer, pending))
                     pending = Found()
-                    _commit_so_far(session, lf, reader, offset, size, digest)
-                    writer.writer = None  # its connection went back with the commit
-                    checkpoints += 1
-                    committed = time.monotonic()
+                    if sqlite:
+                        _commit_so_far(session, lf, reader, offset, size, digest)
+                        writer.writer = None  # its connection went back with the commit
+                        checkpoints += 1
+                        committed = time.monotonic()
                 if request.progress is not None:
                     request.progress(offset, size)
         except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
