@@ -291,3 +291,34 @@ def test_dropped_is_true_at_once_after_a_close_that_gave_up(db_url: str) -> None
             assert meter.dropped == 5000  # the writer's own count later changes nothing
         finally:
             release()
+
+
+def test_a_step_waiting_for_its_values_gives_its_events_back_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose GPU events are done but whose loss is still being copied is looked at
+    again on the next round. Its events go back to the pool only when it is sent: given back
+    earlier, the trainer records them again for a later step while this one still holds
+    them (on an H200 the forwarder then died on "Both events must be completed")."""
+    _fake_cuda(monkeypatch, _stats(64 * MIB))
+    given: list[int] = []
+    give = torch_side.EventPool.give
+
+    def counted(self: torch_side.EventPool, *events: Any) -> None:
+        given.extend(id(e) for e in events)
+        give(self, *events)
+
+    monkeypatch.setattr(torch_side.EventPool, "give", counted)
+    meter = StepMeter("events_once", db=db_url, flush_interval=0.05)
+    for i in range(40):
+        with meter.step(tokens=8) as s:
+            s.set(loss=DeviceScalar(float(i)))  # a copy that needs five polls to arrive
+            time.sleep(0.002)
+    meter.close()
+    assert meter.dropped == 0 and meter.bad_values == 0
+    with ledger.open(db_url) as lg:
+        steps = lg.steps_frame("events_once")
+    assert steps["loss"].tolist() == [float(i) for i in range(40)]
+    timed = int(steps["gpu_time_s"].notna().sum())
+    assert timed > 0
+    assert len(given) == 2 * timed  # each timed step's pair, given back exactly once

@@ -67,6 +67,7 @@ class Link:
         self.bad_values = 0
         self.lost = 0  # steps the writer could not store, as it last said
         self.unsent = 0  # steps this side could not hand over (the writer was gone)
+        self._gpu_time_said = False
         self.abandoned = 0  # steps handed over but unconfirmed when close() gave up
         self.sent = 0  # steps handed over to the writer
         self.closed = threading.Event()  # the writer said it is done (or is gone)
@@ -241,17 +242,20 @@ class Link:
         """The step as it goes on the pipe (protocol.pack of its Step), or None while the
         GPU has not reached it."""
         end = record.end_event
-        gpu_s = None
-        if end is not None:
-            if end.query():
-                gpu_s = record.start_event.elapsed_time(end) / 1000.0
-                events = self.feed.events
-                assert events is not None  # CUDA events come only from the meter's pool
-                events.give(record.start_event, end)
-            elif not give_up:
-                return None
+        ended = end is not None and end.query()
+        if end is not None and not ended and not give_up:
+            return None
+        # Both checks come before the events are read and given back: a step still waiting
+        # for its batch comes here again, and by then its events, back in the pool, would
+        # have been recorded again for a later step (seen on an H200: the forwarder died).
         if not batch.ready() and not give_up:
             return None
+        gpu_s = None
+        if ended:
+            gpu_s = self._gpu_seconds(record.start_event, end)
+            events = self.feed.events
+            assert events is not None  # CUDA events come only from the meter's pool
+            events.give(record.start_event, end)
         number = self._resolver.number
         tokens, loss, scalars = record.tokens, record.loss, record.scalars
         # Plain numbers (the common case off the GPU) go as they are, without a call each.
@@ -264,6 +268,19 @@ class Link:
         return protocol.pack_step_of(
             record.step, record.t0, record.t1, tokens, loss, scalars, gpu_s, record.memory
         )
+
+    def _gpu_seconds(self, start: Any, end: Any) -> float | None:
+        """The GPU time between a step's two events; None (counted) when torch refuses it
+        (the trainer recorded them on two streams, and the first is not done)."""
+        try:
+            return float(start.elapsed_time(end)) / 1000.0
+        except RuntimeError as exc:
+            # Counted with the other values that could not be read (the meter's bad_values).
+            self._resolver.failures += 1
+            if not self._gpu_time_said:
+                self._gpu_time_said = True
+                log.warning("ledger.hook: a step's GPU time could not be read (%s)", exc)
+            return None
 
     def _meta(self, urgent: bool) -> Meta:
         feed = self.feed
