@@ -71,3 +71,10 @@ def read_float(value: Any) -> float | None:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def driver_time(dialect: str, when: datetime) -> datetime | str:
+    """A naive UTC datetime as a raw (driver-level) statement binds it. On SQLite the text
+    Python's sqlite3 wrote by itself until 3.12 deprecated that adapter (`isoformat(" ")`,
+    which the DateTime type reads back); other drivers take the datetime."""
+    return when.isoformat(" ") if dialect == "sqlite" else when

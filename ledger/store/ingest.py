@@ -33,7 +33,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
-from ledger.db.types import utcnow
+from ledger.db.types import driver_time, utcnow
 from ledger.errors import BadContentError, ConflictError, InputFileError, UsageError
 from ledger.model import records
 from ledger.model.records import StepWrite
@@ -510,7 +510,7 @@ def _store(session: Session, launch_writer: LaunchWriter, found: Found) -> Store
     run_id, log_file_id, launch = launch_writer.run.id, launch_writer.lf.id, launch_writer.lf.launch
     done = Stored(rows=writer.write(found.steps, found.metrics, trusted=True, nan=found.has_nan))
     if found.events:
-        now = utcnow().replace(tzinfo=None)
+        now = driver_time(conn.dialect.name, utcnow().replace(tzinfo=None))
         conn.exec_driver_sql(
             insert_statement(conn.dialect.name, "log_event", EVENT_COLUMNS),
             [
