@@ -37,9 +37,9 @@ ROOT_CHARS = 96
 TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:[+-]\d{2}:\d{2}|Z)?"
 )
-# a time of day to the minute, alone (the report's cards: "probe 04:20"); a log's own
-# times carry seconds and are not matched
-CLOCK = re.compile(r"(?<![\d:])(?:[01]\d|2[0-3]):[0-5]\d(?!:?\d)")
+# a probe's time of day, to the minute, on the report's cards ("probe 04:20: …"); bare
+# times elsewhere are left alone: a log's progress bar prints "04:35" too
+CLOCK = re.compile(r"(?<=probe )(?:[01]\d|2[0-3]):[0-5]\d(?=: )")
 SLACK = timedelta(seconds=5)
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
@@ -81,7 +81,7 @@ def normalise(text: str, demo: Demo) -> str:
       row's created_at, a deploy's started_at, the report's drawing time; local time or
       UTC) → the same text with its digits turned to `9`s. Timestamps from the demo's
       logs (fixed dates in the past) fall outside that window and stay as they are;
-    - a bare time of day to the minute inside that window (the report's cards) → `99:99`.
+    - a probe's time of day on the report's cards, inside that window → `99:99`.
     """
     root = str(demo.root)
     text = text.replace(root, _placeholder(len(root)))
