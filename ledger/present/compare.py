@@ -13,7 +13,16 @@ if TYPE_CHECKING:
 
 
 def render_report(report: CompareReport) -> str:
-    from ledger.present.words import baseline_sentence, cut_words, short_value
+    """The table of runs, the verdicts, what changed inside each run, the resolution."""
+    lines = [_runs_table(report), "", *_verdicts(report), *_inside_runs(report)]
+    if report.resolution is not None:
+        res = report.resolution
+        lines.append(f"hypothesis #{res.hypothesis} {res.status} (comparison recorded)")
+    return "\n".join(lines)
+
+
+def _runs_table(report: CompareReport) -> str:
+    from ledger.present.words import short_value
 
     base = report.baseline
     rows = []
@@ -52,7 +61,16 @@ def render_report(report: CompareReport) -> str:
         "CHANGES",
         "OF BASELINE",
     ]
-    lines = [table(rows, headers), ""]
+    return table(rows, headers)
+
+
+def _verdicts(report: CompareReport) -> list[str]:
+    """A sentence per comparison (with the top `why` finding of a slower run), then each
+    run against the baseline that no comparison covered."""
+    from ledger.present.words import baseline_sentence, cut_words
+
+    base = report.baseline
+    lines = []
     by_run = {r.run: r for r in report.runs}
     for c in report.comparisons:
         run_b = by_run[c.b]
@@ -75,6 +93,14 @@ def render_report(report: CompareReport) -> str:
                 lines.append(f"{r.run} is {said}.")
     else:
         lines.append("no baseline (ledger baseline set 14200 --unit tok/s, or --baseline)")
+    return lines
+
+
+def _inside_runs(report: CompareReport) -> list[str]:
+    """What changed inside each run: its final regime, change points, the rank spread."""
+    from ledger.present.words import short_value
+
+    lines = []
     for r in report.runs:
         if r.regime is not None:
             lines.append(
@@ -95,7 +121,4 @@ def render_report(report: CompareReport) -> str:
                 f"({short_value(r.ranks.slowest_median)}); ranks spread "
                 f"{r.ranks.spread_pct:.1f} %"
             )
-    if report.resolution is not None:
-        res = report.resolution
-        lines.append(f"hypothesis #{res.hypothesis} {res.status} (comparison recorded)")
-    return "\n".join(lines)
+    return lines
