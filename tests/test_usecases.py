@@ -29,7 +29,7 @@ PUBLIC_METHODS = {
 # What analyses, draws or imports: the use cases' (the Store has none of it).
 USE_CASES = {
     "analyze", "compare", "why", "report_data", "write_report", "set_baseline_from_run",
-    "import_runs", "runs_frame",
+    "import_runs", "runs_frame", "deploy", "probe",
 }  # fmt: skip
 
 

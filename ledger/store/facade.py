@@ -12,8 +12,7 @@ records from ledger.model, never ORM rows.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TextIO
@@ -29,7 +28,6 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.imports import ColumnMap, ImportResult, TrackedRun
 from ledger.model.records import FateChange, StepWrite
-from ledger.proc import give_back, stoppable
 from ledger.store import (
     compare,
     deploys,
@@ -42,7 +40,6 @@ from ledger.store import (
     lookup,
     meter,
     opening,
-    probes,
     runs,
     settings,
     steps,
@@ -60,8 +57,6 @@ if TYPE_CHECKING:
 
     from ledger.readings.steps import StepColumns
     from ledger.store.series import LiveReads
-
-Echo = Callable[[bytes], None]
 
 
 class Store:
@@ -125,6 +120,11 @@ class Store:
         """A write session and the investigation's id (created when new)."""
         with translate_errors(self.location.url), session_scope(self.engine, write=True) as s:
             yield s, lookup.investigation_row(s, self.investigation_name).id
+
+    # The use cases that run a command between two transactions (ledger.usecases.commands:
+    # deploy, probe) take theirs through these.
+    read_session = _read
+    write_session = _write
 
     # -- the investigation and its baseline ---------------------------------------------
 
@@ -201,37 +201,6 @@ class Store:
         digest = sha256_file(artifact)
         with self._read() as (s, inv):
             return deploys.drift_check(s, inv, run, artifact, digest)
-
-    def deploy(
-        self,
-        run: str,
-        step: str,
-        command: Sequence[str],
-        *,
-        artifact: str | os.PathLike[str] | None = None,
-        timeout: float | None = None,
-        echo: Echo | None = None,
-        allow_drift: bool = False,
-        new: bool = False,
-    ) -> records.DeployStep:
-        """Run one deploy step (no shell) and record it (the row exists before the command
-        starts). A drifted artifact holds the step, not run (`held`), unless `allow_drift`.
-        SIGTERM, SIGHUP and Ctrl-C stop the command's process group and close the row
-        before they are given back (ledger.proc). An unknown run is refused unless `new`."""
-        argv = deploys.check_command(command, step)
-        check = self.check_artifact(run, artifact) if artifact is not None else None
-        held = bool(check is not None and check.drift) and not allow_drift
-        with stoppable() as stop:
-            with self._write() as (s, inv):
-                row, note = deploys.new_step(s, inv, run, step, argv, check, new=new, held=held)
-                if held:
-                    return deploys.record(row, run, note)
-                step_id = row.id
-            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
-            with self._write() as (s, _):
-                done = deploys.finish_step(s, step_id, run, result, note)
-            give_back(stop, result)
-        return done
 
     def record_deploy(
         self,
@@ -428,41 +397,6 @@ class Store:
         """A run's log events in order: line, kind, text, rank."""
         with self._read() as (s, inv):
             return ingest.log_events(s, lookup.run_row(s, inv, run).id, kind)
-
-    def probe(
-        self,
-        run: str,
-        command: Sequence[str],
-        *,
-        wait: float = 0.0,
-        timeout: float | None = None,
-        echo: Echo | None = None,
-        patterns: Sequence[str] = (),
-        stall_after: float = STALL_AFTER_S,
-        sleep: Callable[[float], None] = time.sleep,
-        new: bool = False,
-    ) -> records.ProbeResult:
-        """Wait `wait` seconds, run `command` (no shell), record and read what it said. An
-        unknown run is refused unless `new`; signals are taken as `deploy` takes them."""
-        argv = probes.check_command(command, patterns)  # a bad pattern fails before the wait
-        with stoppable() as stop:
-            with self._write() as (s, inv):
-                probe_id, run_id = probes.start(s, inv, run, argv, new)
-                kept = settings.patterns(s)
-            if not probes.wait(wait, sleep, stop):
-                with self._write() as (s, _):
-                    probes.interrupted(s, probe_id, stop)
-                give_back(stop, None)
-            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
-            with self._read() as (s, _):
-                earlier = probes.previous(s, run_id, probe_id)
-            reading = probes.read_output(
-                run, probe_id, argv, result, [*kept, *patterns], earlier, stall_after
-            )
-            with self._write() as (s, _):
-                probes.finish(s, probe_id, run_id, result, reading)
-            give_back(stop, result)
-        return probes.result_record(probe_id, run, result, reading)
 
     # -- what the use cases analyse, read in one session each (ledger.usecases) ----------
 

@@ -10,13 +10,16 @@ inputs and returns records of ledger.model.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.model import records
 from ledger.store import Store
-from ledger.usecases import analyze, compare, imports, report, why
+from ledger.store.ingest import STALL_AFTER_S
+from ledger.usecases import analyze, commands, compare, imports, report, why
+from ledger.usecases.commands import Echo
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,9 +75,14 @@ class Ledger(Store):
         hypothesis and resolves it (docs/analysis.md). With `plot`, the throughput figure
         is written there (.png, .pdf or .svg)."""
         return compare.compare(
-            self, runs, baseline=baseline, threshold=threshold, alpha=alpha, resolve=resolve,
+            self,
+            runs,
+            baseline=baseline,
+            threshold=threshold,
+            alpha=alpha,
+            resolve=resolve,
             plot=plot,
-        )  # fmt: skip
+        )
 
     def why(self, run: str, against: str | None = None) -> WhyResult:
         """Why `run` differs from `against` (default: the best other run, else the
@@ -96,6 +104,62 @@ class Ledger(Store):
     ) -> Path:
         """Write the report to `out` (.html, .png or .pdf) and return its path."""
         return report.write_report(self, out, runs, threshold=threshold)
+
+    def deploy(
+        self,
+        run: str,
+        step: str,
+        command: Sequence[str],
+        *,
+        artifact: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        echo: Echo | None = None,
+        allow_drift: bool = False,
+        new: bool = False,
+    ) -> records.DeployStep:
+        """Run one deploy step (no shell) and record it (the row exists before the command
+        starts). A drifted artifact holds the step, not run (`held`), unless `allow_drift`.
+        SIGTERM, SIGHUP and Ctrl-C stop the command's process group and close the row
+        before they are given back (ledger.proc). An unknown run is refused unless `new`."""
+        return commands.deploy(
+            self,
+            run,
+            step,
+            command,
+            artifact=artifact,
+            timeout=timeout,
+            echo=echo,
+            allow_drift=allow_drift,
+            new=new,
+        )
+
+    def probe(
+        self,
+        run: str,
+        command: Sequence[str],
+        *,
+        wait: float = 0.0,
+        timeout: float | None = None,
+        echo: Echo | None = None,
+        patterns: Sequence[str] = (),
+        stall_after: float = STALL_AFTER_S,
+        sleep: Callable[[float], None] = time.sleep,
+        new: bool = False,
+    ) -> records.ProbeResult:
+        """Wait `wait` seconds, run `command` (no shell), record and read what it said. An
+        unknown run is refused unless `new`; signals are taken as `deploy` takes them."""
+        return commands.probe(
+            self,
+            run,
+            command,
+            wait=wait,
+            timeout=timeout,
+            echo=echo,
+            patterns=patterns,
+            stall_after=stall_after,
+            sleep=sleep,
+            new=new,
+        )
 
     def import_runs(
         self, paths: Sequence[str | os.PathLike[str]], run: str | None = None, *,
