@@ -302,7 +302,7 @@ print(time.perf_counter() - looped, looped - made)
 _FRESH_REFERENCE = """
 import sys, time
 from datetime import UTC, datetime
-from ledger.store import Ledger
+from ledger.usecases.ledger import Ledger
 STEPS = int(sys.argv[2])
 lg = Ledger.open(sys.argv[1], create=True)
 run = lg.start_metered_run("durable", host="h", command=None, launched_at=datetime.now(UTC))

@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = ["Ledger", "LedgerError", "__version__", "open"]
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 def open(
@@ -32,14 +32,14 @@ def open(
 
     With `create=False` a missing ledger raises LedgerNotFoundError instead of being made.
     """
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
     return Ledger.open(db, create=create, investigation=investigation)
 
 
 def __getattr__(name: str) -> object:
     if name == "Ledger":
-        from ledger.store import Ledger
+        from ledger.usecases.ledger import Ledger
 
         return Ledger
     raise AttributeError(f"module 'ledger' has no attribute {name!r}")

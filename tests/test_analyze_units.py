@@ -349,13 +349,13 @@ def test_short_runs_with_a_warmup(n: int) -> None:
     ],
 )  # fmt: skip
 def test_one_unit_spelled_several_ways_is_one_unit(spelled: str, canonical_form: str) -> None:
-    from ledger.analyze.units import canonical
+    from ledger.model.units import canonical
 
     assert canonical(spelled) == canonical_form
 
 
 def test_different_units_stay_different() -> None:
-    from ledger.analyze.units import same_unit, spelled_as
+    from ledger.model.units import same_unit, spelled_as
 
     assert same_unit("tokens/s", "tok/s") and same_unit("samples/sec", "samples/s")
     assert not same_unit("tok/s", "samples/s") and not same_unit("tok/s", "it/s")

@@ -1,10 +1,11 @@
 """The import contract: imports point one way, and each layer knows only what it must.
 
-    cli → serve → API (store, report, hook, demo) → analyze, logs, db → model, errors, config
+    cli, serve → present → usecases (the Ledger), watch, demo → report → store, hook
+        → analyze, logs, importers, db → readings, wording → model, errors, config
 
 Every `import` in ledger/ is read with ast — at module level and inside functions, since a
-lazy import is still a dependency — and checked against the layer table below. A test that
-plants a forbidden import proves the check can fail.
+lazy import is still a dependency — and checked against the layer table below (it is
+docs/architecture.md's). Tests that plant a forbidden import prove each rule can fail.
 """
 
 from __future__ import annotations
@@ -26,77 +27,83 @@ LAYERS = {
     "ledger.proc": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
+    "ledger.cleantext": "base",
+    "ledger.readings": "readings",
+    "ledger.analyze.wording": "wording",
     "ledger.db": "db",
     "ledger.logs": "logs",
     "ledger.importers": "importers",
     "ledger.analyze": "analyze",
-    "ledger.report": "report",
     "ledger.store": "store",
     "ledger.hook": "hook",
+    "ledger.report": "report",
+    "ledger.usecases": "usecases",
     "ledger.demo": "demo",
     "ledger.watch": "watch",
+    "ledger.present": "present",
     "ledger.serve": "serve",
     "ledger.cli": "cli",
     "ledger.__main__": "cli",
     "ledger": "package",
 }
+BELOW_STORE = {"model", "base", "readings", "wording"}
 # What each layer may import from ledger itself.
 ALLOWED = {
     "model": {"model"},
     "base": {"model", "base"},
+    # plain arrays and rows the store fills and the analysis reads
+    "readings": {"model", "base", "readings"},
+    # the words of a verdict: the analysis writes its sentences with them, the front ends too
+    "wording": {"model", "base", "wording"},
     "db": {"model", "base", "db"},
     "logs": {"model", "base", "logs"},
     "importers": {"model", "base", "importers"},
-    "analyze": {"model", "base", "analyze"},
-    "report": {"model", "base", "analyze", "report"},
-    "store": {"model", "base", "db", "logs", "importers", "analyze", "report", "store"},
+    "analyze": BELOW_STORE | {"analyze"},
+    # persistence only: rows in and out; the log reader runs inside its sessions (ingest
+    # commits as it reads), so logs is below it; it analyses, draws and imports nothing
+    "store": BELOW_STORE | {"db", "logs", "store"},
     "hook": {"model", "base", "store", "hook"},
-    "demo": {"model", "base", "store", "logs", "analyze", "demo", "package"},
-    "watch": {"model", "base", "store", "logs", "analyze", "watch"},
+    "report": BELOW_STORE | {"report"},
+    "usecases": BELOW_STORE | {"db", "logs", "importers", "analyze", "store", "report", "usecases"},
+    "watch": BELOW_STORE | {"logs", "analyze", "store", "usecases", "watch"},
+    "demo": {"model", "base", "usecases", "demo", "package"},
+    "present": BELOW_STORE | {"present"},
+    # the front ends: use cases, presentation and records, never the store or the analysis
+    "serve": {"model", "base", "usecases", "present", "serve", "package"},
     "cli": {
         "model",
         "base",
-        "store",
-        "report",
-        "analyze",
-        "logs",
-        "importers",
-        "demo",
+        "usecases",
+        "present",
+        "report",  # the figure formats `report --out` names
+        "logs",  # `parse`, which needs no ledger
         "watch",
+        "demo",
         "serve",
         "cli",
         "package",
     },
-    # the web front end: what the command line may use, but not the command line itself
-    "serve": {
-        "model",
-        "base",
-        "store",
-        "report",
-        "analyze",
-        "logs",
-        "importers",
-        "demo",
-        "watch",
-        "serve",
-        "package",
-    },
-    "package": {"model", "base", "store", "package"},
+    "package": {"model", "base", "usecases", "package"},
 }
 # Third-party libraries a layer must never import (not even lazily).
 FORBIDDEN = {
     "model": {"sqlalchemy", "pandas", "numpy", "matplotlib", "click", "torch", "scipy"},
     "base": {"sqlalchemy", "pandas", "matplotlib", "click", "torch"},
+    "readings": {"sqlalchemy", "matplotlib", "click", "torch", "alembic", "scipy"},
+    "wording": {"sqlalchemy", "pandas", "numpy", "matplotlib", "click", "torch", "scipy"},
     "logs": {"sqlalchemy", "click", "matplotlib", "pandas", "torch", "alembic"},
     "importers": {"sqlalchemy", "click", "matplotlib", "pandas", "torch", "alembic"},
     "analyze": {"sqlalchemy", "click", "matplotlib", "torch", "alembic"},
     "db": {"click", "matplotlib", "pandas", "torch"},
     "report": {"sqlalchemy", "click", "torch", "alembic"},
-    "store": {"click", "torch"},
+    "store": {"click", "torch", "matplotlib", "scipy"},
     "hook": {"click", "pandas", "matplotlib"},
+    "usecases": {"click", "torch"},
     "watch": {"click", "matplotlib", "torch"},
+    "present": {"sqlalchemy", "click", "matplotlib", "torch", "alembic", "scipy"},
     # one call of the API per endpoint: no SQL, no analysis of its own, no click
     "serve": {"sqlalchemy", "click", "matplotlib", "torch", "alembic", "scipy", "numpy", "pandas"},
+    "cli": {"sqlalchemy"},
 }
 
 
@@ -170,6 +177,24 @@ def test_imports_point_one_way() -> None:
         ("ledger.serve.app", "from ledger.cli.app import cli", "imports ledger.cli.app"),
         ("ledger.serve.views", "def f():\n    import sqlalchemy", "imports sqlalchemy"),
         ("ledger.store.report", "from ledger.serve import views", "imports ledger.serve"),
+        # the store is persistence only
+        (
+            "ledger.store.compare",
+            "def f():\n    from ledger.analyze import x",
+            "imports ledger.analyze",
+        ),
+        ("ledger.store.facade", "from ledger.report.plots import x", "imports ledger.report"),
+        ("ledger.store.runs", "from ledger.usecases import compare", "imports ledger.usecases"),
+        ("ledger.store.why", "from ledger.watch import watch", "imports ledger.watch"),
+        ("ledger.store.imports", "import ledger.importers", "imports ledger.importers"),
+        # the front ends go through the use cases and the presentation
+        ("ledger.cli.read", "def f():\n    from ledger.store import Store", "imports ledger.store"),
+        ("ledger.cli.why", "from ledger.analyze.wording import pct", "imports ledger.analyze"),
+        ("ledger.cli.analyze", "from ledger.analyze import analyze_run", "imports ledger.analyze"),
+        ("ledger.serve.app", "from ledger.store.series import LiveReads", "imports ledger.store"),
+        ("ledger.present.compare", "from ledger.usecases import why", "imports ledger.usecases"),
+        ("ledger.report.html", "from ledger.store import Store", "imports ledger.store"),
+        ("ledger.analyze.wording", "from ledger.analyze import series", "imports ledger.analyze"),
     ],
 )
 def test_the_contract_catches_a_planted_import(module: str, planted: str, expected: str) -> None:

@@ -15,7 +15,8 @@ from ledger.db.engine import session_scope
 from ledger.errors import UsageError
 from ledger.proc import OUTPUT_TAIL_BYTES
 from ledger.redact import MASK, redact
-from ledger.store import Ledger, gate
+from ledger.store import gate
+from ledger.usecases.ledger import Ledger
 
 SECRET = "PlainValueNoShape9876"  # found by its name only
 HF = "hf_" + "GateTestTokenAbCdEfGhIjKlMnOpQr12"

@@ -20,7 +20,7 @@ import report_runs as rr
 
 from ledger.model.analysis import RunAnalysis
 from ledger.model.report import RAN_FIRST_STEP
-from ledger.store import Ledger
+from ledger.usecases.ledger import Ledger
 
 
 @pytest.fixture(scope="module")

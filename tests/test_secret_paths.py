@@ -27,7 +27,7 @@ from ledger.db import models as m
 from ledger.db.engine import session_scope
 from ledger.hook import StepMeter
 from ledger.redact import is_secret_key
-from ledger.store import Ledger
+from ledger.usecases.ledger import Ledger
 
 NUMERIC_SECRET = 8675309123  # a secret that parses as a number: `api_key=8675309123`
 

@@ -27,7 +27,7 @@ from test_report_fixtures import add_events, run_id, steps
 
 import ledger
 from ledger.errors import StorageError
-from ledger.store import Ledger
+from ledger.usecases.ledger import Ledger
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

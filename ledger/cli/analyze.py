@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, open_ledger, table, warn, with_ledger
+from ledger.cli.app import cli, emit, json_option, open_ledger, warn, with_ledger
 from ledger.cli.params import ALPHA, ID, THROUGHPUT, Percent
+from ledger.present.compare import render_report
 
 if TYPE_CHECKING:
-    from ledger.model.analysis import Baseline, CompareReport
-    from ledger.store import Ledger
+    from ledger.model.analysis import Baseline
+    from ledger.usecases.ledger import Ledger
 
 
 @cli.command()
@@ -97,96 +97,6 @@ def compare(
         click.echo(f"plot written to {report.plot}")
 
 
-def render_report(report: CompareReport) -> str:
-    from ledger.analyze.wording import baseline_sentence, short_value
-    from ledger.report.text import cut_words
-
-    base = report.baseline
-    rows = []
-    for r in report.runs:
-        effective_ci = r.effective_ci95
-        rows.append(
-            (
-                r.run,
-                report.fates.get(r.run, "-"),
-                f"{r.steady_from_step:,}",
-                f"{r.n_steady:,}",
-                short_value(r.effective) if math.isfinite(r.effective) else "-",
-                f"{short_value(effective_ci[0])}–{short_value(effective_ci[1])}"
-                if effective_ci
-                else "-",
-                short_value(r.median),
-                f"{r.stalls.recurring} ({r.stalls.cost_pct:.1f} %)"
-                if r.stalls is not None and r.stalls.recurring
-                else "-",
-                f"{100 * r.cv:.1f} %" if math.isfinite(r.cv) else "-",
-                len(r.change_points),
-                f"{r.vs_baseline_pct:.1f} %" if r.vs_baseline_pct is not None else "-",
-            )
-        )
-    unit = next((r.unit for r in report.runs if r.unit), None) or base.unit or ""
-    headers = [
-        "RUN",
-        "FATE",
-        "STEADY FROM",
-        "STEPS",
-        f"EFFECTIVE {unit}".strip(),
-        "95% CI",
-        "MEDIAN",
-        "STALLS (TIME)",
-        "CV",
-        "CHANGES",
-        "OF BASELINE",
-    ]
-    lines = [table(rows, headers), ""]
-    by_run = {r.run: r for r in report.runs}
-    for c in report.comparisons:
-        run_b = by_run[c.b]
-        against = baseline_sentence(
-            run_b.vs_baseline_pct, base.value, run_b.recovered, report.fates.get(c.b)
-        )
-        lines.append(c.summary + (f"; {against}" if against else "") + ".")
-        top = report.why.get(c.b)
-        if top is not None and c.verdict != "improvement":
-            claim = cut_words(top.claim, 200)
-            told = f"{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}"
-            lines.append(f"  why: {claim} [{told}]")
-    if base.value is not None:
-        covered = {c.b for c in report.comparisons}
-        for r in report.runs:
-            if r.run not in covered:
-                said = baseline_sentence(
-                    r.vs_baseline_pct, base.value, r.recovered, report.fates.get(r.run)
-                )
-                lines.append(f"{r.run} is {said}.")
-    else:
-        lines.append("no baseline (ledger baseline set 14200 --unit tok/s, or --baseline)")
-    for r in report.runs:
-        if r.regime is not None:
-            lines.append(
-                f"{r.run}: judged on the {r.regime.n_steps:,} steps from step "
-                f"{r.regime.from_step:,}, after its last change ({r.regime.shift_pct:+.1f} %): "
-                f"effective {short_value(r.regime.effective)}, "
-                f"median {short_value(r.regime.median)}"
-            )
-        for cp in r.change_points:
-            verb = "rose" if cp.shift_pct > 0 else "fell"
-            lines.append(
-                f"{r.run}: throughput {verb} {abs(cp.shift_pct):.1f} % at step {cp.step:,} "
-                f"({short_value(cp.before)} → {short_value(cp.after)})"
-            )
-        if r.ranks is not None:
-            lines.append(
-                f"{r.run}: slowest of {r.ranks.ranks} ranks is rank {r.ranks.slowest_rank} "
-                f"({short_value(r.ranks.slowest_median)}); ranks spread "
-                f"{r.ranks.spread_pct:.1f} %"
-            )
-    if report.resolution is not None:
-        res = report.resolution
-        lines.append(f"hypothesis #{res.hypothesis} {res.status} (comparison recorded)")
-    return "\n".join(lines)
-
-
 @cli.group(invoke_without_command=True)
 @json_option
 @click.pass_context
@@ -210,7 +120,7 @@ def baseline(ctx: click.Context, as_json: bool) -> None:
 
 
 def _render_baseline(b: Baseline) -> str:
-    from ledger.analyze.wording import short_value
+    from ledger.present.words import short_value
 
     if b.value is None:
         return "no baseline yet (ledger baseline set 14200 --unit tok/s)"

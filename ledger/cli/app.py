@@ -14,7 +14,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import click
@@ -22,8 +21,12 @@ import click
 from ledger import __version__
 from ledger.errors import LedgerError
 
+# the commands' modules take these from here with the rest of their helpers
+from ledger.present.table import local_time as local_time
+from ledger.present.table import table as table
+
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -143,7 +146,7 @@ def run_option(
 def open_ledger(*, read_only: bool = False, check: bool = False) -> Ledger:
     """The ledger named by --db / discovery, for the command being run. Only `ledger init`
     makes a ledger: every other command says where it looked when there is none."""
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
     options = click.get_current_context().find_root().obj or {}
     return Ledger.open(
@@ -209,23 +212,6 @@ def printable(text: str) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """A plain left-aligned text table."""
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    return "\n".join(lines)
-
-
-def local_time(value: datetime | None) -> str:
-    """A UTC datetime as local wall-clock time, to the second."""
-    if value is None:
-        return "-"
-    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
 def warn(message: str) -> None:

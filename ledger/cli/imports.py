@@ -10,7 +10,7 @@ from ledger.cli.app import cli, emit, json_option, run_option, with_ledger
 
 if TYPE_CHECKING:
     from ledger.model.imports import ImportedRun, ImportResult
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 @cli.command("import")

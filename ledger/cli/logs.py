@@ -14,7 +14,7 @@ from ledger.errors import BadContentError
 
 if TYPE_CHECKING:
     from ledger.model import records
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 def pattern_option(f: Any) -> Any:

@@ -22,7 +22,7 @@ from ledger.model.terms import RESOLUTIONS
 
 if TYPE_CHECKING:
     from ledger.model import records
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 EXIT_DRIFT = 3  # the artifact is not the patch's file: the step was held, not run
@@ -46,7 +46,7 @@ def init(baseline: float | None, unit: str | None, as_json: bool) -> None:
 
     Running it again is safe: an existing ledger is kept and only its baseline changes.
     """
-    from ledger.store.admin import init as init_ledger
+    from ledger.usecases.admin import init as init_ledger
 
     if unit is not None and baseline is None:
         raise click.UsageError("--unit goes with --baseline")

@@ -12,7 +12,7 @@ from ledger.cli.params import Percent
 from ledger.report.render import FORMAT_HELP
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 OUT_HELP = (
     "The file to write, in the format its suffix names: "

@@ -49,7 +49,7 @@ def serve(db: str | None, host: str, port: int, no_open: bool, token: str | None
     from ledger.serve import require_web_stack
     from ledger.serve.server import check_binding
     from ledger.serve.server import serve as run_server
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
     require_web_stack()
     check_binding(host, token)  # before the ledger is opened

@@ -20,7 +20,7 @@ from ledger.watch.codes import EXIT_CODES
 if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
     from ledger.model.records import WatchResult, WatchUpdate
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 @cli.command()
@@ -278,7 +278,7 @@ class Status:
 def describe(update: WatchUpdate) -> str:
     """The status line: `steady 340 steps · effective 13.9K (13.7K–14.1K) tok/s · 98 % of
     the baseline · undecided: about 120 more steps to resolve ±2 %`."""
-    from ledger.analyze.wording import short_value
+    from ledger.present.words import short_value
 
     head = f"{update.run}: {update.phase}"
     if update.phase == "attached":
@@ -357,7 +357,7 @@ def render_ending(result: WatchResult) -> str:
 
 
 def _verdict_text(result: WatchResult) -> str:
-    from ledger.analyze.wording import short_value
+    from ledger.present.words import short_value
 
     name = f"{result.run}@{result.launch}" if result.launch and result.launch > 1 else result.run
     head = f"{name}: {result.outcome.upper()}"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ledger.demo.logs import RunStory, generate_log, loading_log, nvidia_smi_csv
 from ledger.errors import OutputFileError
-from ledger.store import Ledger
+from ledger.usecases.ledger import Ledger
 
 BASELINE = 14200.0
 FAKE_TOKEN = "hf_" + "DemoSecretTokenDoNotStore1234567890"

@@ -90,10 +90,10 @@ class LedgerLogger(Logger, Callback):
         items = hyperparameters(params)
         if not items:
             return
-        from ledger.store import Ledger
+        from ledger.store import Store
 
         meter = self._meter()  # the run's name, ledger and investigation, as the meter has them
-        with Ledger.open(meter.db, investigation=meter.investigation) as lg:
+        with Store.open(meter.db, investigation=meter.investigation) as lg:
             lg.set_config(meter.run, items, source="api")
 
     def save(self) -> None:

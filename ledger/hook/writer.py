@@ -45,7 +45,7 @@ from ledger.model.records import FateChange
 from ledger.model.terms import Fate
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.store import Store
 
 BATCH_MAX = 10_000  # rows per transaction
 MAX_BACKOFF_S = 5.0
@@ -80,7 +80,7 @@ class Writer:
         self.overflow = 0
         self._replies = replies
         self._reply_lock = threading.Lock()
-        self._ledger: Ledger | None = None
+        self._ledger: Store | None = None
         self._run_id: int | None = None
         self._rows: list[dict[str, Any]] = []
         self._metrics: list[tuple[int, int, str, Any]] = []
@@ -426,11 +426,11 @@ class Writer:
 
     def _try_open(self) -> bool | None:
         """Open the ledger and start the run: True done, False hopeless, None try again."""
-        from ledger.store import Ledger
+        from ledger.store import Store
 
         hello = self.hello
         try:
-            self._ledger = Ledger.open(
+            self._ledger = Store.open(
                 hello.db,
                 create=True,
                 investigation=hello.investigation,

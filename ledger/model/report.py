@@ -1,7 +1,8 @@
 """What a report shows, gathered into plain objects before anything is drawn.
 
-The store fills a `ReportData` (ledger.store.report); figures and HTML (ledger.report)
-only read it, so they can be tested on hand-made data and never touch the database.
+The store gathers what a `ReportData` holds (ledger.store.report) and the use case
+analyses it (ledger.usecases.report); figures and HTML (ledger.report) only read it, so
+they can be tested on hand-made data and never touch the database.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ledger.serve import views
 from ledger.serve.guard import Guard
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 log = logging.getLogger("ledger.serve")
 PAGES = ("investigation", "run", "compare")

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from ledger.errors import UsageError
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 TOKEN_ENV = "LEDGER_SERVE_TOKEN"
 LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")

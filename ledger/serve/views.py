@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledger.analyze.wording import baseline_sentence, p_text, pct, short_value
 from ledger.model.records import jsonable
 from ledger.model.terms import Verdict
+from ledger.present.words import baseline_sentence, p_text, pct, short_value
 
 if TYPE_CHECKING:
     from ledger.model.analysis import CompareReport, RunAnalysis
@@ -90,17 +90,13 @@ def _hypothesis(detail: RunDetail) -> dict[str, Any] | None:
     return None if h is None else {"id": h.id, "text": h.text, "status": h.status}
 
 
-def _launches(detail: RunDetail) -> int | None:
-    """How many times the run was launched. The hook point for launches: the store is
-    gaining them; until `RunDetail` has a `launches` list, None (the pages show "-")."""
-    found = getattr(detail, "launches", None)
-    return None if found is None else len(found)
+def _launches(detail: RunDetail) -> int:
+    """How many times the run was launched (RUN@1, RUN@2…)."""
+    return len(detail.launches)
 
 
 def run_detail(detail: RunDetail) -> dict[str, Any]:
-    out = detail.to_dict()
-    out.setdefault("launches", None)  # the run page lists them once RunDetail has them
-    return out
+    return detail.to_dict()
 
 
 def analysis(result: RunAnalysis) -> dict[str, Any]:

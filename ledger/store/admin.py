@@ -20,12 +20,12 @@ def init(
 ) -> records.InitResult:
     """Create the ledger at head (or find the existing one) and set its baseline if given."""
     from ledger.store.compare import check_baseline
-    from ledger.store.ledger import Ledger
+    from ledger.store.facade import Store
 
     check_baseline(baseline)  # before anything is created
     location = locate(db)
     existed = location.path.exists() if location.path is not None else None
-    lg = Ledger.open(db, create=True, investigation=investigation, check=True)
+    lg = Store.open(db, create=True, investigation=investigation, check=True)
     try:
         if existed is None:  # a server database: "created" means we just made the schema
             existed = not lg.created

@@ -1,34 +1,42 @@
-"""Comparisons: read steps (only the columns needed) in one read, hand them to
-ledger.analyze, and keep what resolving a hypothesis decided. The baseline lives on the
-investigation."""
+"""Comparisons: read steps (only the columns needed) in one read, for the use cases to
+hand to ledger.analyze, and keep what resolving a hypothesis and watch decided. The
+baseline lives on the investigation."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
-from ledger.analyze.units import same_unit
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution, RunAnalysis
-from ledger.model.terms import FAILED_FATES, FAULT_FATES
+from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
 from ledger.store.steps import column_counts, latest_launch, placeholder, rank_bounds
 
 if TYPE_CHECKING:
-    from ledger.analyze import StepColumns
+    from ledger.readings.steps import StepColumns
+    from ledger.store import why
 
 DEFAULT_UNIT = "tok/s"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What compare analyses, read in one session (ledger.store.facade.Store.compare_inputs)."""
+
+    data: list[tuple[str, StepColumns, str | None]]  # label, steps, unit: in the order named
+    fates: dict[str, tuple[str, str | None]]  # label → fate, reason
+    baseline: Baseline  # the one chosen: the investigation's, or the override
+    pairs: list[why.Gathered]  # what `why` reads of each later run against the first
 
 
 # No training throughput comes near this in any unit (tokens, samples, words or FLOP per
@@ -169,7 +177,7 @@ def _one_scan(
 def _columns(column: dict[str, Any], step: Any, rows: int) -> StepColumns:
     import numpy as np
 
-    from ledger.analyze import StepColumns
+    from ledger.readings.steps import StepColumns
 
     return StepColumns(
         step=step if step is not None else column["step"].astype(np.int64),
@@ -180,32 +188,6 @@ def _columns(column: dict[str, Any], step: Any, rows: int) -> StepColumns:
         wall_time=column.get("wall_time"),
         wait_s=column.get("wait_s"),
     )
-
-
-def analysed(
-    data: Sequence[tuple[str, StepColumns, str | None]],
-    fates: dict[str, tuple[str, str | None]],
-    baseline: Baseline,
-    threshold: float | None,
-    alpha: float | None,
-    plot: str | os.PathLike[str] | None,
-) -> CompareReport:
-    """compare's analysis and verdicts (no database): judged with the runs' fates, and the
-    throughput figure written to `plot` when asked."""
-    from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_runs
-
-    report = compare_runs(
-        data,
-        baseline=baseline,
-        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-        alpha=DEFAULT_ALPHA if alpha is None else alpha,
-    )
-    report = judged(report, fates)
-    if plot is not None:
-        from ledger.report.plots import save_compare_figure
-
-        report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
-    return report
 
 
 def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:
@@ -222,84 +204,14 @@ def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:
     return names
 
 
-ABSURD = 10.0  # a run 10x above (or below) the baseline is in another unit or scale
-
-
-def judged(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> CompareReport:
-    """The report with each run's fate, the notes a person should read before trusting it,
-    and no "recovered" for a run whose level is absurd against the baseline."""
-    runs = [
-        dataclasses.replace(r, recovered=None)
-        if _absurd(r.vs_baseline_pct) or _contradicts(r)
-        else r
-        for r in report.runs
-    ]
-    report = dataclasses.replace(
-        report, runs=runs, fates={name: fate for name, (fate, _) in fates.items()}
-    )
-    return dataclasses.replace(report, notes=notes(report, fates))
-
-
-def _contradicts(run: RunAnalysis) -> bool:
-    """The effective figure ABSURD times the typical step or more, either way: wall times
-    that contradict the step times (imported stamps in another unit, a clock reset)."""
-    value, median = run.judged_effective, run.median
-    if not (math.isfinite(value) and math.isfinite(median)) or value <= 0 or median <= 0:
-        return False
-    return not 1.0 / ABSURD < value / median < ABSURD
-
-
-def _absurd(pct: float | None) -> bool:
-    return pct is not None and not 100.0 / ABSURD <= pct <= 100.0 * ABSURD
-
-
-def notes(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> list[str]:
-    """What a person should know before trusting the table: runs that died, unsettled
-    runs, levels absurd against the baseline, unit mismatches."""
-    found = []
-    first = report.runs[0]
-    for run in report.runs:
-        fate, reason = fates.get(run.run, ("unknown", None))
-        if fate in FAILED_FATES:
-            why = f" ({reason[:100]})" if reason else ""
-            ended = f"died: {fate}" if fate in FAULT_FATES else "was killed"
-            found.append(f"{run.run} {ended}{why}; its figures cover the steps before it ended")
-        if _absurd(run.vs_baseline_pct) and report.baseline.value is not None:
-            ratio = (run.vs_baseline_pct or 0.0) / 100.0
-            found.append(
-                f"{run.run} runs at {ratio:,.3g}x the baseline ({report.baseline.value:,.6g} "
-                f"{report.baseline.unit or ''}): a different unit or scale? It is not "
-                "compared with the baseline as recovered or not".replace(" )", ")")
-            )
-        if not run.settled:
-            found.append(
-                f"{run.run} never settled in its first half; its statistics use the second half"
-            )
-        unit, base = run.unit, report.baseline
-        if unit and base.unit and base.value is not None and not same_unit(unit, base.unit):
-            found.append(f"{run.run} is in {unit}, the baseline in {base.unit}")
-        if run is not first and run.unit and first.unit and not same_unit(run.unit, first.unit):
-            found.append(f"{run.run} is in {run.unit}, {first.run} in {first.unit}")
-        if _contradicts(run):
-            found.append(
-                f"{run.run}: its effective figure ({run.judged_effective:,.6g}) is "
-                f"{run.judged_effective / run.median:,.3g}x its typical step "
-                f"({run.median:,.6g}): its wall times contradict its step times; "
-                "it is not compared with the baseline as recovered or not"
-            )
-    return found
-
-
 def resolve(
-    session: Session, investigation: str, report: CompareReport, hypothesis_id: int
+    session: Session, investigation: str, report: CompareReport, hypothesis_id: int, status: str
 ) -> Resolution:
-    """Store the comparison on the hypothesis and resolve it by the verdict."""
-    from ledger.analyze import resolution_status
-
+    """Store the comparison on the hypothesis and resolve it as `status` (what its verdict
+    says, ledger.analyze.resolution_status)."""
     inv = investigation_row(session, investigation).id
     comparison = report.comparisons[0]
     first, second = report.runs
-    status = resolution_status(comparison)
     line = f"compare {comparison.a} {comparison.b}: {comparison.summary} → {status}"
     hypothesis = hypothesis_row(session, inv, hypothesis_id)
     # RUN or RUN@N: the launches compared are kept with the runs

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ledger.cleantext import cut_words
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import UsageError
@@ -26,7 +27,6 @@ from ledger.model import records
 from ledger.model.logs import LogEvent, LogSummary
 from ledger.model.terms import FAILED_FATES, FINAL_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult, Stop
-from ledger.report.text import cut_words
 from ledger.store import gate, launches, settings
 from ledger.store.deploys import store_command_result
 from ledger.store.lookup import ensure_run

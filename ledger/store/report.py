@@ -1,6 +1,6 @@
 """Gathering a report: every attempt with when it ran, its events, loss and memory, its
 analysis, its comparison with the first attempt, and its steady step times — read in one
-read session, analysed after it.
+read session; ledger.usecases.report analyses it after.
 
 Attempts are ordered by when they ran, not by when their row was made: following the
 README (`record-fix --run X`, then ingesting the older logs) makes X's row first.
@@ -18,29 +18,25 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
-from ledger.errors import LedgerError
 from ledger.model import records
-from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
+from ledger.model.analysis import Baseline
 from ledger.model.report import (
     RAN_CREATED,
     RAN_FIRST_STEP,
     RAN_RELAUNCH,
     RAN_STARTED,
-    Attempt,
-    ReportData,
     RunEvent,
     Series,
 )
 from ledger.model.terms import EventKind
-from ledger.model.why import WhyResult
 from ledger.store import compare, hypotheses, runs, timeline, why
 from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
 
 if TYPE_CHECKING:
-    from ledger.analyze import StepColumns
-    from ledger.analyze.diagnose.evidence import ChangeRow, RunEvidence
+    from ledger.readings.evidence import ChangeRow, RunEvidence
+    from ledger.readings.steps import StepColumns
 
 # The events that tell an attempt's story, and how many of each kind a report keeps.
 REPORTED_EVENTS: tuple[str, ...] = (EventKind.RECOMPILE, EventKind.OOM, EventKind.NCCL)
@@ -251,88 +247,3 @@ def _number(value: Any) -> float | None:
         return None
     number = float(value)
     return number if math.isfinite(number) else None
-
-
-def build(found: Gathered, threshold: float | None) -> ReportData:
-    """Analyse each attempt and compare each with the first analysed one (in run order)."""
-    from ledger.analyze import DEFAULT_THRESHOLD, analyze_run, compare_pair
-
-    limit = DEFAULT_THRESHOLD if threshold is None else threshold
-    attempts: list[Attempt] = []
-    first: RunAnalysis | None = None
-    first_facts: RunFacts | None = None
-    for facts in found.runs:
-        detail, columns = facts.detail, facts.columns
-        analysis = comparison = step_times = None
-        why = "no steps recorded" if columns is None else None
-        if columns is not None:
-            try:
-                analysis = analyze_run(
-                    detail.run,
-                    columns,
-                    unit=detail.throughput_unit,
-                    threshold=limit,
-                    baseline=found.baseline.value,
-                )
-            except LedgerError as exc:  # too few steps, no throughput…: shown, not fatal
-                why = str(exc)
-        if analysis is not None and columns is not None:
-            if first is None:
-                first, first_facts = analysis, facts
-            else:
-                comparison = compare_pair(first, analysis, threshold=limit)
-            step_times = _steady_step_times(columns, analysis.steady_from_step)
-        attempts.append(
-            Attempt(
-                detail,
-                analysis,
-                comparison,
-                step_times,
-                why,
-                ran_at=facts.ran_at,
-                ran_from=facts.ran_from,
-                events=facts.events,
-                event_counts=facts.event_counts,
-                loss=facts.loss,
-                peak_memory_mib=facts.peak_memory_mib,
-                gpu_samples=facts.gpu_samples,
-                why=_why(facts, first_facts, comparison, limit),
-            )
-        )
-    return ReportData(
-        db=found.db,
-        investigation=found.investigation,
-        baseline=found.baseline,
-        attempts=attempts,
-        hypotheses=found.hypotheses,
-        timeline=found.timeline,
-        generated_at=datetime.now(UTC),
-    )
-
-
-def _why(
-    facts: RunFacts, reference: RunFacts | None, comparison: RunComparison | None, threshold: float
-) -> WhyResult | None:
-    """The likely causes for an attempt slower than the report's reference (the first
-    analysed attempt); None for the others."""
-    from ledger.analyze.diagnose import diagnose
-
-    if reference is None or comparison is None or comparison.verdict != "regression":
-        return None
-    shared = (
-        reference.detail.patch is not None
-        and facts.detail.patch is not None
-        and (reference.detail.patch.id == facts.detail.patch.id)
-    )
-    changes = () if shared else facts.changes
-    return diagnose(facts.evidence, reference.evidence, changes, threshold=threshold)
-
-
-def _steady_step_times(columns: StepColumns, steady_from: int) -> Any:
-    import numpy as np
-
-    if columns.step_time_s is None:
-        return None
-    times = columns.step_time_s[columns.step >= steady_from]
-    times = times[np.isfinite(times)]
-    return times if len(times) else None

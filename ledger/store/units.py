@@ -1,12 +1,12 @@
 """The unit a run's throughput is stored in: the investigation's spelling when it is the
-same unit (ledger.analyze.units), so `tokens/s` from a tracker joins a `tok/s` ledger."""
+same unit (ledger.model.units), so `tokens/s` from a tracker joins a `tok/s` ledger."""
 
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from ledger.analyze.units import spelled_as
 from ledger.db import models as m
+from ledger.model.units import spelled_as
 
 
 def house_spelling(session: Session, run: m.Run, unit: str | None) -> str | None:

@@ -3,7 +3,8 @@ steps (wait_s included), memory per step, the counters the findings read (dynamo
 data time), log events, GPU samples (the hook's and the probes'), and run_config; and
 what was recorded between them (RUN's patch, its files and hypothesis, when REF does not
 share it). The flags of the command line the hook recorded are read as settings too.
-The analysis (ledger.analyze.diagnose) runs after the session closes.
+The analysis (ledger.usecases.why, over ledger.analyze.diagnose) runs after the session
+closes.
 
 The reference, unless named: the investigation's best other run (the highest mean
 throughput over the second half of its steps, in RUN's unit, at least MIN_STEPS steps),
@@ -30,8 +31,7 @@ from ledger.store.steps import placeholder
 if TYPE_CHECKING:
     import numpy as np
 
-    from ledger.analyze import StepColumns
-    from ledger.analyze.diagnose.evidence import (
+    from ledger.readings.evidence import (
         ChangeRow,
         ConfigRow,
         EventRow,
@@ -39,8 +39,7 @@ if TYPE_CHECKING:
         Memory,
         RunEvidence,
     )
-    from ledger.model.analysis import CompareReport, RunAnalysis
-    from ledger.model.why import Finding, WhyResult
+    from ledger.readings.steps import StepColumns
 
 MIN_STEPS = 20
 # The events the findings read, and how many of each (the latest) are kept.
@@ -94,24 +93,6 @@ def gather(
     )
 
 
-def explain(
-    found: Gathered,
-    threshold: float | None = None,
-    analyses: tuple[RunAnalysis | None, RunAnalysis | None] | None = None,
-) -> WhyResult:
-    from ledger.analyze import DEFAULT_THRESHOLD
-    from ledger.analyze.diagnose import diagnose
-
-    return diagnose(
-        found.run,
-        found.ref,
-        found.changes,
-        baseline=found.baseline,
-        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-        analyses=analyses,
-    )
-
-
 def compared(
     session: Session, inv: int, investigation: str, data: list[tuple[str, StepColumns, Any]]
 ) -> list[Gathered]:
@@ -120,23 +101,6 @@ def compared(
     columns = {name: cols for name, cols, _ in data}
     first = data[0][0]
     return [gather(session, inv, investigation, n, first, columns) for n, _, _ in data[1:]]
-
-
-def top_findings(
-    found: list[Gathered], report: CompareReport, threshold: float | None
-) -> dict[str, Finding]:
-    """The top finding of each run that compare found slower than the first (reusing its
-    analyses); the others are left out."""
-    slower = {c.b for c in report.comparisons if c.verdict == "regression"}
-    out = {}
-    for pair in found:
-        if pair.run.name not in slower or pair.ref is None:
-            continue
-        analyses = (report.run(pair.run.name), report.run(pair.ref.name))
-        top = explain(pair, threshold, analyses).top
-        if top is not None:
-            out[pair.run.name] = top
-    return out
 
 
 def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:
@@ -172,7 +136,7 @@ def evidence(
 ) -> RunEvidence:
     """What `why` reads of one launch of a run (`named`; default its latest; `columns`: its
     steps, when already read)."""
-    from ledger.analyze.diagnose.evidence import RunEvidence
+    from ledger.readings.evidence import RunEvidence
 
     launch = named.launch if named is not None else launches.latest(session.connection(), row.id)
     has_steps = session.scalar(
@@ -199,7 +163,7 @@ def evidence(
 
 
 def _memory(session: Session, run_id: int) -> Memory | None:
-    from ledger.analyze.diagnose.evidence import Memory
+    from ledger.readings.evidence import Memory
 
     conn = session.connection()
     mark = placeholder(conn.dialect.name)
@@ -236,7 +200,7 @@ def _metrics(session: Session, run_id: int) -> dict[str, tuple[np.ndarray, np.nd
 def _events(
     session: Session, run_id: int, launch: int
 ) -> tuple[tuple[EventRow, ...], dict[str, int]]:
-    from ledger.analyze.diagnose.evidence import EventRow
+    from ledger.readings.evidence import EventRow
 
     counts = {
         kind: int(n)
@@ -278,7 +242,7 @@ def _events(
 
 
 def _gpu(session: Session, run_id: int) -> tuple[GpuRow, ...]:
-    from ledger.analyze.diagnose.evidence import GpuRow
+    from ledger.readings.evidence import GpuRow
 
     probes = select(m.Probe.id).where(m.Probe.run_id == run_id)
     rows = session.scalars(
@@ -309,7 +273,7 @@ def _gpu(session: Session, run_id: int) -> tuple[GpuRow, ...]:
 
 
 def _config(session: Session, run_id: int) -> tuple[ConfigRow, ...]:
-    from ledger.analyze.diagnose.evidence import ConfigRow
+    from ledger.readings.evidence import ConfigRow
 
     rows = session.scalars(
         select(m.RunConfig).where(m.RunConfig.run_id == run_id).order_by(m.RunConfig.key)
@@ -338,7 +302,7 @@ def _command_flags(command: str) -> list[tuple[str, str]]:
 
 def changes_between(session: Session, ref: m.Run | None, run: m.Run) -> list[ChangeRow]:
     """RUN's patch with its files and hypothesis, when REF does not test the same patch."""
-    from ledger.analyze.diagnose.evidence import ChangeRow
+    from ledger.readings.evidence import ChangeRow
 
     if run.patch_id is None or (ref is not None and ref.patch_id == run.patch_id):
         return []

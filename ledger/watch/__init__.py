@@ -21,7 +21,7 @@ from ledger.watch.codes import ERROR, EXIT_CODES, OUTCOMES
 
 if TYPE_CHECKING:
     from ledger.model.analysis import Reference
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
     from ledger.watch.watcher import Watcher
 
 __all__ = ["ERROR", "EXIT_CODES", "OUTCOMES", "watch"]

@@ -18,7 +18,7 @@ from ledger.model.terms import FINAL_FATES
 from ledger.store.ingest import STALL_AFTER_S, NoTrainingOutput, PrefixCache
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 
 def look(

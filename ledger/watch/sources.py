@@ -26,7 +26,7 @@ from ledger.store.ingest import PrefixCache
 from ledger.watch.follow import look as ingest_look
 
 if TYPE_CHECKING:
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
 
 PUMP_DRAIN_S = 10.0
 

@@ -36,7 +36,7 @@ from ledger.watch.codes import EXIT_CODES
 
 if TYPE_CHECKING:
     from ledger.analyze import StepColumns
-    from ledger.store import Ledger
+    from ledger.usecases.ledger import Ledger
     from ledger.watch.sources import CommandSource, Look, Source
 
 # How long silence may last before the run counts as stalled, when --stall-after is not

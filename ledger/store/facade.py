@@ -1,21 +1,21 @@
-"""The Ledger: one typed facade over the store's modules, and the only code that writes rows.
+"""The Store: the persistence facade, the only code that writes rows. The public `Ledger`
+(ledger.usecases.ledger) is a Store with the use cases on top (analysis, compare, why, the
+report), which get what they analyse from here as plain data, in one read each.
 
-Each public method is short and owns its transaction: a read session (`_read`) or a write
-session (`_write`, which takes SQLite's write lock up front), inside which it calls plain
-functions of the aggregate modules (ledger.store.runs, .fixes, .deploys, .ingest, …). Slow
-work that needs no database (running a deploy command, hashing files, analysing steps)
-happens between transactions, never inside one. Methods return records from
-ledger.model, never ORM rows.
+Each public method owns its transaction: a read session (`_read`) or a write session
+(`_write`, SQLite's write lock taken up front), inside which it calls functions of the
+aggregate modules (ledger.store.runs, .fixes, .deploys, .ingest, …). Slow work that needs
+no database (a deploy command, hashing files) happens between transactions. Methods return
+records from ledger.model, never ORM rows.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -25,10 +25,9 @@ from ledger.db import models as m
 from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
 from ledger.hashing import sha256_file
 from ledger.model import records
-from ledger.model.analysis import Baseline, CompareReport, MonitorState, RunAnalysis
-from ledger.model.imports import ImportResult
-from ledger.model.records import StepWrite
-from ledger.proc import give_back, stoppable
+from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
+from ledger.model.imports import ColumnMap, ImportResult, TrackedRun
+from ledger.model.records import FateChange, StepWrite
 from ledger.store import (
     compare,
     deploys,
@@ -39,8 +38,8 @@ from ledger.store import (
     ingest,
     launches,
     lookup,
+    meter,
     opening,
-    probes,
     runs,
     settings,
     steps,
@@ -50,29 +49,25 @@ from ledger.store import (
 )
 from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
-from ledger.store.launch_api import LaunchMethods
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import pandas as pd
 
-    from ledger.analyze import StepColumns
-    from ledger.model.report import ReportData
-    from ledger.model.why import WhyResult
+    from ledger.readings.steps import StepColumns
     from ledger.store.series import LiveReads
 
-Echo = Callable[[bytes], None]
 
-
-class Ledger(LaunchMethods):
-    """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it."""
+class Store:
+    """One ledger (a SQLite file or a PostgreSQL database) and one investigation in it:
+    its rows, read and written in one transaction per method."""
 
     def __init__(self, location: Location, engine: Engine, investigation: str) -> None:
         self.location = location
         self.engine = engine
         self.investigation_name = investigation
         self.created = False  # True when this open made the schema
-
-    # -- opening and closing -------------------------------------------------------------
 
     @classmethod
     def open(
@@ -85,7 +80,7 @@ class Ledger(LaunchMethods):
         connect_timeout: float | None = None,
         read_only: bool = False,
         check: bool = False,
-    ) -> Ledger:
+    ) -> Self:
         """Open the ledger at `db` (a path or URL), or the one discovery finds.
 
         `create=False` refuses a ledger that does not exist yet. `busy_timeout` bounds the
@@ -104,14 +99,15 @@ class Ledger(LaunchMethods):
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> Ledger:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Ledger {self.location.display()} investigation={self.investigation_name!r}>"
+        where = self.location.display()
+        return f"<{type(self).__name__} {where} investigation={self.investigation_name!r}>"
 
     @contextmanager
     def _read(self) -> Iterator[tuple[Session, int]]:
@@ -124,6 +120,11 @@ class Ledger(LaunchMethods):
         """A write session and the investigation's id (created when new)."""
         with translate_errors(self.location.url), session_scope(self.engine, write=True) as s:
             yield s, lookup.investigation_row(s, self.investigation_name).id
+
+    # The use cases that run a command between two transactions (ledger.usecases.commands:
+    # deploy, probe) take theirs through these.
+    read_session = _read
+    write_session = _write
 
     # -- the investigation and its baseline ---------------------------------------------
 
@@ -143,14 +144,10 @@ class Ledger(LaunchMethods):
         with self._write() as (s, _):
             return compare.set_baseline(s, self.investigation_name, value, unit, "investigation")
 
-    def set_baseline_from_run(self, run: str, *, threshold: float | None = None) -> Baseline:
-        """Make the effective throughput of `run` the baseline (its final regime, if it
-        changed; in the run's unit)."""
-        analysis = self.analyze(run, threshold=threshold, baseline=None)
+    def set_baseline_of_run(self, value: float, unit: str | None, run: str) -> Baseline:
+        """Keep a run's figure as the baseline (its source: the run)."""
         with self._write() as (s, _):
-            return compare.set_baseline(
-                s, self.investigation_name, analysis.judged_effective, analysis.unit, f"run {run}"
-            )
+            return compare.set_baseline(s, self.investigation_name, value, unit, f"run {run}")
 
     # -- hypotheses and fixes -------------------------------------------------------------
 
@@ -205,37 +202,6 @@ class Ledger(LaunchMethods):
         with self._read() as (s, inv):
             return deploys.drift_check(s, inv, run, artifact, digest)
 
-    def deploy(
-        self,
-        run: str,
-        step: str,
-        command: Sequence[str],
-        *,
-        artifact: str | os.PathLike[str] | None = None,
-        timeout: float | None = None,
-        echo: Echo | None = None,
-        allow_drift: bool = False,
-        new: bool = False,
-    ) -> records.DeployStep:
-        """Run one deploy step (no shell) and record it (the row exists before the command
-        starts). A drifted artifact holds the step, not run (`held`), unless `allow_drift`.
-        SIGTERM, SIGHUP and Ctrl-C stop the command's process group and close the row
-        before they are given back (ledger.proc). An unknown run is refused unless `new`."""
-        argv = deploys.check_command(command, step)
-        check = self.check_artifact(run, artifact) if artifact is not None else None
-        held = bool(check is not None and check.drift) and not allow_drift
-        with stoppable() as stop:
-            with self._write() as (s, inv):
-                row, note = deploys.new_step(s, inv, run, step, argv, check, new=new, held=held)
-                if held:
-                    return deploys.record(row, run, note)
-                step_id = row.id
-            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
-            with self._write() as (s, _):
-                done = deploys.finish_step(s, step_id, run, result, note)
-            give_back(stop, result)
-        return done
-
     def record_deploy(
         self,
         run: str,
@@ -288,24 +254,11 @@ class Ledger(LaunchMethods):
         with self._read() as (s, inv):
             return runs.summary(s, lookup.run_row(s, inv, run))
 
-    def show(self, run: str, *, figures: bool = False) -> records.RunDetail:
+    def detail(self, run: str) -> records.RunDetail:
         """The run with its hypothesis, patch, deploy steps, log files, probes, launches and
-        last verdict; with `figures`, the latest launch's effective throughput and its % of
-        the baseline too (an analysis of its steps)."""
+        last verdict, as stored (`Ledger.show` adds its figures)."""
         with self._read() as (s, inv):
-            detail = runs.detail(s, lookup.run_row(s, inv, run))
-        if figures and detail.steps:
-            return launches.with_figures(detail, self.analyze(detail.run))
-        return detail
-
-    def runs_frame(self) -> pd.DataFrame:
-        """`runs()` as a pandas DataFrame, one row per run."""
-        import pandas as pd
-
-        rows = [r.to_dict() for r in self.runs()]
-        frame = pd.DataFrame(rows, columns=list(records.RunSummary.__dataclass_fields__))
-        frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
-        return frame
+            return runs.detail(s, lookup.run_row(s, inv, run))
 
     def timeline(self) -> list[records.TimelineEntry]:
         """Every row of the investigation in time order."""
@@ -435,12 +388,8 @@ class Ledger(LaunchMethods):
             )  # fmt: skip
             return ingest.read_log(s, inv, file, name, request)
 
-    def import_runs(
-        self, paths: Sequence[str | os.PathLike[str]], run: str | None = None, *,
-        names: Sequence[str] = (),
-    ) -> ImportResult:  # fmt: skip
-        """Runs other trackers recorded (docs/import.md), new steps only; `names`: SRC=COLUMN."""
-        found, cmap = imports.read_all([Path(p) for p in paths], run, names)  # no transaction yet
+    def store_imports(self, found: list[TrackedRun], cmap: ColumnMap) -> ImportResult:
+        """Store the runs other trackers recorded, read already (new steps only)."""
         with self._write() as (s, inv):
             return imports.store_all(s, inv, found, cmap)
 
@@ -449,84 +398,29 @@ class Ledger(LaunchMethods):
         with self._read() as (s, inv):
             return ingest.log_events(s, lookup.run_row(s, inv, run).id, kind)
 
-    def probe(
-        self,
-        run: str,
-        command: Sequence[str],
-        *,
-        wait: float = 0.0,
-        timeout: float | None = None,
-        echo: Echo | None = None,
-        patterns: Sequence[str] = (),
-        stall_after: float = STALL_AFTER_S,
-        sleep: Callable[[float], None] = time.sleep,
-        new: bool = False,
-    ) -> records.ProbeResult:
-        """Wait `wait` seconds, run `command` (no shell), record and read what it said. An
-        unknown run is refused unless `new`; signals are taken as `deploy` takes them."""
-        argv = probes.check_command(command, patterns)  # a bad pattern fails before the wait
-        with stoppable() as stop:
-            with self._write() as (s, inv):
-                probe_id, run_id = probes.start(s, inv, run, argv, new)
-                kept = settings.patterns(s)
-            if not probes.wait(wait, sleep, stop):
-                with self._write() as (s, _):
-                    probes.interrupted(s, probe_id, stop)
-                give_back(stop, None)
-            result = deploys.run(argv, timeout=timeout, echo=echo, stop=stop)
-            with self._read() as (s, _):
-                earlier = probes.previous(s, run_id, probe_id)
-            reading = probes.read_output(
-                run, probe_id, argv, result, [*kept, *patterns], earlier, stall_after
-            )
-            with self._write() as (s, _):
-                probes.finish(s, probe_id, run_id, result, reading)
-            give_back(stop, result)
-        return probes.result_record(probe_id, run, result, reading)
+    # -- what the use cases analyse, read in one session each (ledger.usecases) ----------
 
-    # -- analysis ------------------------------------------------------------------------------
-
-    def analyze(
-        self, run: str, *, threshold: float | None = None, baseline: float | None = None
-    ) -> RunAnalysis:
-        """One run's steady window, statistics, outliers, change points and rank spread."""
-        from ledger.analyze import DEFAULT_THRESHOLD, analyze_run
-
+    def analysis_inputs(
+        self, run: str, baseline: float | None
+    ) -> tuple[StepColumns, str | None, float | None]:
+        """A run's steps (of the launch it names), its unit, and the baseline chosen."""
         with self._read() as (s, inv):
             named = launches.find(s, inv, run)
             row = named.run
             columns, unit = compare.step_columns(s, row.id, None, named.launch), row.throughput_unit
             if baseline is None:
                 baseline = compare.baseline(s, self.investigation_name).value
-        limit = DEFAULT_THRESHOLD if threshold is None else threshold
-        return analyze_run(run, columns, unit=unit, threshold=limit, baseline=baseline)
+        return columns, unit, baseline
 
-    def compare(
-        self,
-        runs: Sequence[str],
-        *,
-        baseline: float | None = None,
-        threshold: float | None = None,
-        alpha: float | None = None,
-        resolve: int | None = None,
-        plot: str | os.PathLike[str] | None = None,
-    ) -> CompareReport:
-        """Analyse each run and compare every later run with the first (and with the
-        baseline: the investigation's, or `baseline`). `threshold` (0.02 = 2 %) and `alpha`
-        decide the verdicts. With `resolve` (two runs), the comparison is stored on that
-        hypothesis and resolves it (docs/analysis.md). With `plot`, the throughput figure
-        is written there (.png, .pdf or .svg)."""
-        import dataclasses
-
-        names = compare.check_names(runs, resolve)
-        if plot is not None:
-            from ledger.report.plots import check_plot_path
-
-            check_plot_path(plot)
+    def compare_inputs(
+        self, names: Sequence[str], baseline: float | None, resolve: int | None
+    ) -> compare.Inputs:
+        """What compare analyses: each run's steps, unit and fate, the baseline chosen, and
+        `why`'s reads of each later run against the first. Unknown names fail here."""
         with self._read() as (s, inv):
             if resolve is not None:
-                hypotheses.get(s, inv, resolve)  # fail before the work when it does not exist
-            named = [launches.find(s, inv, name) for name in names]  # unknown names fail here
+                hypotheses.get(s, inv, resolve)
+            named = [launches.find(s, inv, name) for name in names]
             units = [n.run.throughput_unit for n in named]
             fates = {n.label: launches.fate_and_reason(s, n.run, n.launch) for n in named}
             chosen = compare.override(compare.baseline(s, self.investigation_name), baseline, units)
@@ -535,53 +429,105 @@ class Ledger(LaunchMethods):
                 for n in named
             ]
             pairs = why.compared(s, inv, self.investigation_name, data)
-        report = compare.analysed(data, fates, chosen, threshold, alpha, plot)  # no session
-        report = dataclasses.replace(report, why=why.top_findings(pairs, report, threshold))
-        if resolve is not None:
-            with self._write() as (s, _):
-                resolution = compare.resolve(s, self.investigation_name, report, resolve)
-            report = dataclasses.replace(report, resolution=resolution)
-        return report
+        return compare.Inputs(data, fates, chosen, pairs)
 
-    def why(self, run: str, against: str | None = None) -> WhyResult:
-        """Why `run` differs from `against` (default: the best other run, else the
-        baseline): the difference, then the likely causes ranked (docs/why.md)."""
+    def store_resolution(self, report: CompareReport, resolve: int, status: str) -> Resolution:
+        """Keep the comparison on hypothesis `resolve` and resolve it as `status`."""
+        with self._write() as (s, _):
+            return compare.resolve(s, self.investigation_name, report, resolve, status)
+
+    def why_inputs(self, run: str, against: str | None = None) -> why.Gathered:
+        """What `why` reasons over for `run` against `against` (None: the default)."""
         with self._read() as (s, inv):
-            found = why.gather(s, inv, self.investigation_name, run, against)
-        return why.explain(found)
+            return why.gather(s, inv, self.investigation_name, run, against)
 
     def comparisons(self, *, hypothesis: int | None = None) -> list[records.StoredComparison]:
         """Recorded comparisons (compare --resolve, watch decisions), oldest first."""
         with self._read() as (s, inv):
             return compare.stored(s, inv, hypothesis)
 
-    # -- the report ------------------------------------------------------------------------
-
-    def report_data(
-        self, runs: Sequence[str] | None = None, *, threshold: float | None = None
-    ) -> ReportData:
-        """Everything `ledger report` draws, for `runs` (default: every run, oldest first)."""
+    def report_inputs(self, runs: Sequence[str] | None = None) -> report_data.Gathered:
+        """What `ledger report` draws, as stored, for `runs` (default: every run)."""
         with self._read() as (s, inv):
-            found = report_data.gather(
+            return report_data.gather(
                 s, inv, self.investigation_name, self.location.display(), runs
             )
-        return report_data.build(found, threshold)
-
-    def write_report(
-        self,
-        out: str | os.PathLike[str],
-        runs: Sequence[str] | None = None,
-        *,
-        threshold: float | None = None,
-    ) -> Path:
-        """Write the report to `out` (.html, .png or .pdf) and return its path."""
-        from ledger.report.render import check_format, write_report
-
-        check_format(out)  # before any work
-        return write_report(self.report_data(runs, threshold=threshold), out)
 
     def live_reads(self) -> LiveReads:
         """Read-only reads for live views: downsampled steps, GPU samples, configuration."""
         from ledger.store.series import LiveReads
 
         return LiveReads(self.engine, self.location.url, self.investigation_name)
+
+    # -- launches --------------------------------------------------------------------------
+
+    def launches(self, run: str) -> list[records.Launch]:
+        """The run's launches in order (`RUN@1`, `RUN@2`…), each with its fate, steps and
+        the last verdict on it."""
+        with self._read() as (s, inv):
+            return launches.detailed(s, lookup.run_row(s, inv, run))
+
+    def begin_launch(self, run: str, source: str, command: str | None = None) -> records.Launch:
+        """Start a new launch of `run` (created if new), or reuse its latest while that
+        holds nothing yet; the run's fate starts again from `unknown`."""
+        with self._write() as (s, inv):
+            row, _ = lookup.ensure_run(s, inv, run)
+            return launches.begin(s, row, source, command)
+
+    def end_launch(
+        self, run: str, launch: int, fate: str, reason: str | None, *, exit_code: int | None = None
+    ) -> None:
+        """Close a launch with the fate that is known (the run's too, when it is the latest)."""
+        with self._write() as (s, inv):
+            launches.set_fate(
+                s, lookup.run_row(s, inv, run), launch, fate, reason, exit_code=exit_code,
+                ended=True,
+            )  # fmt: skip
+
+    def launch_fate(self, run: str, launch: int) -> tuple[str, str | None]:
+        """The launch's fate and reason as stored now."""
+        with self._read() as (s, inv):
+            row = lookup.run_row(s, inv, run)
+            return launches.fate_and_reason(s, row, launch)
+
+    # -- the torch hook --------------------------------------------------------------------
+
+    def start_metered_run(
+        self, run: str, *, host: str | None, command: str | None, launched_at: datetime
+    ) -> records.MeteredRun:
+        """Create the run if needed and mark it running, for a StepMeter (see store.meter)."""
+
+        def start() -> records.MeteredRun:
+            with self._write() as (s, inv):
+                return meter.start_run(
+                    s, inv, run, host=host, command=command, launched_at=launched_at
+                )
+
+        return meter.retry_race(start)
+
+    def write_meter_batch(
+        self,
+        run_id: int,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        metrics: Iterable[tuple[int, int, str, Any]] = (),
+        dropped: int = 0,
+        cost_us: float | None = None,
+        fates: Sequence[FateChange] = (),
+        config: Mapping[str, str] | None = None,
+        gpus: Sequence[Mapping[str, Any]] = (),
+    ) -> StepWrite:
+        """One transaction of a StepMeter's writer: steps, metrics, drops, cost, config, GPUs."""
+        with self._write() as (s, _):
+            return meter.write_batch(
+                s.connection(), run_id, rows, metrics=metrics, dropped=dropped,
+                cost_us=cost_us, fates=fates, config=config, gpus=gpus,
+            )  # fmt: skip
+
+    def meter_summary(self, run: str) -> records.MeterSummary:
+        with self._read() as (s, inv):
+            return meter.summary(s, inv, run)
+
+    def run_id(self, run: str) -> int:
+        with self._read() as (s, inv):
+            return lookup.run_row(s, inv, run).id
