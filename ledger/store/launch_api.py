@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from ledger.model import records
 from ledger.model.records import FateChange, StepWrite
+from ledger.model.terms import Fate
 from ledger.store import launches, lookup, meter
 
 
@@ -49,7 +50,7 @@ class LaunchMethods:
         """Close a launch with the fate that is known (the run's too, when it is the latest)."""
         with self._write() as (s, inv):
             launches.set_fate(
-                s, lookup.run_row(s, inv, run), launch, fate, reason, exit_code=exit_code,
+                s, lookup.run_row(s, inv, run), launch, Fate(fate), reason, exit_code=exit_code,
                 ended=True,
             )  # fmt: skip
 

@@ -17,6 +17,7 @@ import numpy as np
 from ledger.analyze.effective import StepCosts, step_costs
 from ledger.analyze.series import StepColumns, Trace, build_trace
 from ledger.model.analysis import RunAnalysis, RunComparison
+from ledger.model.terms import Fate
 from ledger.model.why import Evidence
 
 
@@ -93,7 +94,7 @@ class RunEvidence:
 
     name: str
     id: int
-    fate: str = "unknown"
+    fate: Fate = Fate.UNKNOWN
     fate_reason: str | None = None
     unit: str | None = None
     columns: StepColumns | None = None
