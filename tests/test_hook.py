@@ -537,3 +537,30 @@ def test_events_record_on_the_current_stream_built_once_per_stream() -> None:
     recorded_on.clear()
     plain.recorded()
     assert recorded_on == [None]
+
+
+def test_the_event_pool_makes_an_event_only_when_none_is_free() -> None:
+    """Events the writer gives back are recorded again; a new one is made (and counted)
+    only while every event is still out."""
+    import types
+
+    from ledger.hook.torch_side import EventPool
+
+    made: list[object] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            made.append(self)
+
+        def record(self, stream: object = None) -> None:
+            pass
+
+    pool = EventPool(types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event)))
+    first = [pool.recorded(), pool.recorded()]
+    assert pool.created == 2 and len(made) == 2
+    for _ in range(5):
+        pool.give(*first)
+        first = [pool.recorded(), pool.recorded()]
+    assert pool.created == 2 and len(made) == 2  # ten records, the same two events
+    pool.recorded()  # both are out: a third is made
+    assert pool.created == 3 and len(made) == 3

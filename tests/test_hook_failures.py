@@ -293,3 +293,41 @@ def test_a_writer_that_cannot_start_never_stops_training(
         meter.close()
     assert meter.dropped == 10
     assert any("cannot start the writer process" in w for w in _hook_warnings(caplog))
+
+
+def test_an_nvml_reading_refused_is_counted_per_call_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A reading NVML refuses costs its field alone; each refusal is counted, by call, and
+    the first of each call is logged with its reason (not one line per sample)."""
+    import types
+
+    from ledger.hook.gpu import Sampler
+
+    def refuses(*_args: object) -> object:
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    refuses.__name__ = "nvmlDeviceGetPowerUsage"
+    memory = types.SimpleNamespace(used=1 << 30, total=8 << 30)
+    nvml = types.SimpleNamespace(
+        nvmlDeviceGetHandleByIndex=lambda index: f"handle{index}",
+        nvmlDeviceGetName=lambda handle: b"H200",
+        nvmlDeviceGetMemoryInfo=lambda handle: memory,
+        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=97),
+        nvmlDeviceGetPowerUsage=refuses,
+        nvmlDeviceGetEnforcedPowerLimit=lambda handle: 700_000,
+        nvmlDeviceGetClockInfo=lambda handle, kind: 1980,
+        nvmlDeviceGetMaxClockInfo=lambda handle, kind: 1980,
+        nvmlDeviceGetTemperature=lambda handle, sensor: 61,
+    )
+    sampler = Sampler()
+    sampler._nvml = nvml
+    with caplog.at_level(logging.DEBUG, logger="ledger.hook"):
+        rows = [sampler.sample(0, rank=0, step=s) for s in (1, 2, 3)]
+    assert all(r is not None and r["power_w"] is None for r in rows)
+    assert all(r is not None and r["power_limit_w"] == 700.0 for r in rows)
+    assert sampler.failures == 3
+    assert sampler.refused == {"nvmlDeviceGetPowerUsage": 3}
+    said = [r.getMessage() for r in caplog.records if "NVML refused" in r.getMessage()]
+    assert len(said) == 1 and "nvmlDeviceGetPowerUsage" in said[0]
+    assert "NVML_ERROR_NOT_SUPPORTED" in said[0]

@@ -25,6 +25,7 @@ from ledger.analyze.stats import Difference, Estimate, difference
 from ledger.analyze.wording import ComparedStretch, comparison_sentence
 from ledger.errors import UsageError
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis, RunComparison
+from ledger.model.terms import HypothesisStatus, Verdict
 
 
 def check_settings(threshold: float, alpha: float) -> None:
@@ -36,12 +37,12 @@ def check_settings(threshold: float, alpha: float) -> None:
         raise UsageError(f"alpha is a probability between 0 and 1, not {alpha}")
 
 
-def verdict(delta: float, p_value: float | None, threshold: float, alpha: float) -> str:
+def verdict(delta: float, p_value: float | None, threshold: float, alpha: float) -> Verdict:
     """regression | improvement | no-change: significant and at least the threshold."""
     significant = p_value is not None and math.isfinite(p_value) and p_value < alpha
     if significant and abs(delta) >= threshold:
-        return "improvement" if delta > 0 else "regression"
-    return "no-change"
+        return Verdict.IMPROVEMENT if delta > 0 else Verdict.REGRESSION
+    return Verdict.NO_CHANGE
 
 
 def compare_pair(
@@ -175,17 +176,17 @@ def compare_runs(
     )
 
 
-def resolution_status(comparison: RunComparison) -> str:
+def resolution_status(comparison: RunComparison) -> HypothesisStatus:
     """How a comparison resolves the hypothesis its second run tests.
 
     Faster confirms it; slower refutes it; no change refutes it when the interval rules
     out a change as large as the threshold, and is inconclusive when it does not.
     """
-    if comparison.verdict == "improvement":
-        return "confirmed"
-    if comparison.verdict == "regression":
-        return "refuted"
+    if comparison.verdict == Verdict.IMPROVEMENT:
+        return HypothesisStatus.CONFIRMED
+    if comparison.verdict == Verdict.REGRESSION:
+        return HypothesisStatus.REFUTED
     ci = comparison.ci95_pct
     if ci is not None and -comparison.threshold_pct < ci[0] and ci[1] < comparison.threshold_pct:
-        return "refuted"
-    return "inconclusive"
+        return HypothesisStatus.REFUTED
+    return HypothesisStatus.INCONCLUSIVE

@@ -58,7 +58,7 @@ from ledger.analyze.series import StepColumns, build_trace
 from ledger.analyze.stats import estimate_median
 from ledger.analyze.wording import monitor_sentence
 from ledger.model.analysis import MonitorState, Reference, RunAnalysis
-from ledger.model.terms import Verdict
+from ledger.model.terms import Verdict, WatchPhase
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = confseq.ALPHA
@@ -172,7 +172,7 @@ class SequentialMonitor:
         self._median_at = 0
         self._median: tuple[float, tuple[float, float] | None] | None = None
         self._remaining: tuple[int, int | None] = (0, None)
-        self.decision: str | None = None
+        self.decision: Verdict | None = None
         self.decided_at_step: int | None = None
         self._decided_n = 0
 
@@ -424,7 +424,7 @@ class SequentialMonitor:
         h = float(confseq.half_width(math.sqrt(variance), steps, self._alpha / 2.0))
         return ratio, ratio * max(1.0 - h, 0.0), ratio * (1.0 + h)
 
-    def _decide(self) -> str | None:
+    def _decide(self) -> Verdict | None:
         n = self._sums.n
         if n < MIN_STEADY or self._ref_low is None or self._ref_high is None:
             return None
@@ -440,13 +440,13 @@ class SequentialMonitor:
         # only add to the cost), lies below the reference
         below = hi < 1.0 or typical[2] / self._ref_low < 1.0
         if below and q < 1.0 - d:
-            return Verdict.REGRESSION.value
+            return Verdict.REGRESSION
         if n < self.min_same:
             return None
         if lo > 1.0 and q > 1.0 + d:
-            return Verdict.IMPROVEMENT.value
+            return Verdict.IMPROVEMENT
         if lo > 1.0 - d and hi < 1.0 + d:
-            return Verdict.SAME.value
+            return Verdict.SAME
         return None
 
     def remaining_steps(self) -> int | None:
@@ -517,7 +517,7 @@ class SequentialMonitor:
         in_seconds = self._basis not in (None, BASIS_THROUGHPUT) and self._scale is not None
         pace = s.c * self._scale[1] / s.n if in_seconds and self._scale and s.n else None
         state = MonitorState(
-            phase="steady" if steady else "warmup",
+            phase=WatchPhase.STEADY if steady else WatchPhase.WARMUP,
             steps=self.rows,
             last_step=self._last_step,
             steady_from_step=self._steady_from,

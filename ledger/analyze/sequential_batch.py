@@ -27,8 +27,11 @@ from ledger.analyze.sequential import (
     WINDOW,
     Z_RISE,
 )
+from ledger.model.terms import Verdict
 
-OUTCOMES = ("regression", "improvement", "same", "undecided")
+OUTCOMES = tuple(
+    v.value for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.SAME, Verdict.UNDECIDED)
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,9 @@ def watch_many(
     start, level, settled = _steady_start(typical)
     length = work.shape[1] - int(start.min())
     if length <= 0:
-        return Watched(np.full(runs, "undecided", dtype=object), np.full(runs, -1), start, settled)
+        return Watched(
+            np.full(runs, Verdict.UNDECIDED.value, dtype=object), np.full(runs, -1), start, settled
+        )
     w, c, valid = _align(work, start, length), _align(cost, start, length), None
     valid = np.isfinite(w)
     w, c = np.where(valid, w, 0.0), np.where(valid, c, 0.0)
@@ -111,9 +116,14 @@ def watch_many(
     first = np.where(decided.any(axis=1), np.argmax(decided, axis=1), -1)
     rows = np.arange(runs)
     at = np.maximum(first, 0)
-    outcome = np.full(runs, "undecided", dtype=object)
-    for name, mask in (("regression", regression), ("improvement", improvement), ("same", same)):
-        outcome[(first >= 0) & mask[rows, at]] = name
+    outcome = np.full(runs, Verdict.UNDECIDED.value, dtype=object)
+    found = (
+        (Verdict.REGRESSION, regression),
+        (Verdict.IMPROVEMENT, improvement),
+        (Verdict.SAME, same),
+    )
+    for name, mask in found:
+        outcome[(first >= 0) & mask[rows, at]] = name.value
     steps = np.where(first >= 0, n[rows, at], -1)
     return Watched(outcome, steps, start, settled)
 

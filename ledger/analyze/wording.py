@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledger.model.terms import Fate, Verdict
+from ledger.model.terms import Fate, Verdict, WatchPhase
 
 if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
@@ -111,9 +111,9 @@ def _core(
 ) -> str:
     evidence = f"({interval_text(ci95_pct)}, {p_text(p_value)})"
     verb = "is"
-    if verdict == "improvement":
+    if verdict == Verdict.IMPROVEMENT:
         return f"{subject} {verb} {abs(delta_pct):.1f} % faster than {a} {evidence}"
-    if verdict == "regression":
+    if verdict == Verdict.REGRESSION:
         return f"{subject} {verb} {abs(delta_pct):.1f} % slower than {a} {evidence}"
     if abs(delta_pct) >= threshold_pct:
         reason = "not significant"
@@ -166,7 +166,7 @@ def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
     """The state in one line ('steady 340 steps: effective 13.9K …; undecided: …')."""
     ref = state.reference
     against = f"the {short_value(ref.value)} baseline" if ref.kind == "baseline" else f"{ref.run}"
-    if state.phase == "warmup":
+    if state.phase == WatchPhase.WARMUP:
         return f"warm-up: {counted(state.steps, 'step')}, not steady yet"
     ci = state.pct_ci
     delta_ci = (ci[0] - 100.0, ci[1] - 100.0) if ci is not None else None
@@ -178,11 +178,11 @@ def monitor_sentence(state: MonitorState, decided_n: int = 0) -> str:
     delta = (state.pct_of_reference or math.nan) - 100.0
     threshold = f"±{state.threshold_pct:g} %"
     after = f"after {counted(decided_n, 'steady step')}"
-    if state.decision == Verdict.REGRESSION.value:
+    if state.decision == Verdict.REGRESSION:
         return f"regression: {abs(delta):.1f} % slower than {against} ({interval}) {after}"
-    if state.decision == Verdict.IMPROVEMENT.value:
+    if state.decision == Verdict.IMPROVEMENT:
         return f"improvement: {abs(delta):.1f} % faster than {against} ({interval}) {after}"
-    if state.decision == Verdict.SAME.value:
+    if state.decision == Verdict.SAME:
         return (
             f"same: within {threshold} of {against} ({pct(delta, signed=True)}, {interval}) {after}"
         )

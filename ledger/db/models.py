@@ -22,8 +22,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ledger.db.types import BigInt, Real, UTCDateTime, utcnow
-from ledger.model.terms import EVENT_KINDS, FATES, HYPOTHESIS_STATUSES, VERDICTS
+from ledger.db.types import BigInt, Real, UTCDateTime, Word, utcnow
+from ledger.model.terms import (
+    COMPARISON_KINDS,
+    EVENT_KINDS,
+    FATES,
+    HYPOTHESIS_STATUSES,
+    VERDICTS,
+    ComparisonKind,
+    Fate,
+    HypothesisStatus,
+    Verdict,
+)
+from ledger.model.terms import LAUNCH_SOURCES as LAUNCH_SOURCES  # store.launches reads it here
 
 # Named constraints make SQLite batch migrations possible and PostgreSQL errors readable.
 NAMING_CONVENTION = {
@@ -34,11 +45,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-COMPARISON_KINDS = ("compare", "watch")
-# Who started a launch (revision 0006): a log read from its start, a `watch` source, a
-# relaunch deploy step, a StepMeter, the API, an import; NULL for the first launch of a run
+# Who started a launch (revision 0006): LAUNCH_SOURCES; NULL for the first launch of a run
 # that existed before launches were recorded.
-LAUNCH_SOURCES = ("log", "watch", "deploy", "hook", "api", "import")
 CONFIG_SOURCES = ("hook", "log", "deploy", "import", "api")
 
 
@@ -73,7 +81,7 @@ class Hypothesis(Base):
     )
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("hypothesis.id", ondelete="SET NULL"))
     text: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(20), default="open")
+    status: Mapped[str] = mapped_column(String(20), default=HypothesisStatus.OPEN.value)
     note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -126,7 +134,7 @@ class Run(Base):
     command: Mapped[str | None] = mapped_column(Text)
     host: Mapped[str | None] = mapped_column(String(200))
     throughput_unit: Mapped[str | None] = mapped_column(String(50))
-    fate: Mapped[str] = mapped_column(String(20), default="unknown")
+    fate: Mapped[Fate] = mapped_column(Word(Fate, 20), default=Fate.UNKNOWN)
     fate_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -156,7 +164,7 @@ class Launch(Base):
     number: Mapped[int] = mapped_column(Integer)
     source: Mapped[str | None] = mapped_column(String(20))
     command: Mapped[str | None] = mapped_column(Text)  # what was launched, when ledger knows
-    fate: Mapped[str] = mapped_column(String(20), default="unknown")
+    fate: Mapped[Fate] = mapped_column(Word(Fate, 20), default=Fate.UNKNOWN)
     fate_reason: Mapped[str | None] = mapped_column(Text)
     exit_code: Mapped[int | None] = mapped_column(Integer)  # a command watch ran, as it ended
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -303,7 +311,7 @@ class Probe(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
     output: Mapped[str | None] = mapped_column(Text)
-    fate: Mapped[str | None] = mapped_column(String(20))
+    fate: Mapped[Fate | None] = mapped_column(Word(Fate, 20))
     conclusion: Mapped[str | None] = mapped_column(Text)
 
 
@@ -391,12 +399,16 @@ class Comparison(Base):
     p_value: Mapped[float | None] = mapped_column(Real)
     threshold_pct: Mapped[float] = mapped_column(Real)
     alpha: Mapped[float] = mapped_column(Real)
-    verdict: Mapped[str] = mapped_column(String(20))
+    verdict: Mapped[Verdict] = mapped_column(Word(Verdict, 20))
     summary: Mapped[str] = mapped_column(Text)
     # Revision 0005: who decided, the reference when it is a number (the baseline), the
     # effective throughputs (tokens over wall-clock time, stalls included), and for watch
     # the step at which the decision came.
-    kind: Mapped[str] = mapped_column(String(10), default="compare", server_default="compare")
+    kind: Mapped[ComparisonKind] = mapped_column(
+        Word(ComparisonKind, 10),
+        default=ComparisonKind.COMPARE,
+        server_default=ComparisonKind.COMPARE.value,
+    )
     reference_value: Mapped[float | None] = mapped_column(Real)
     effective_a: Mapped[float | None] = mapped_column(Real)
     effective_b: Mapped[float | None] = mapped_column(Real)

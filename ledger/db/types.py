@@ -5,15 +5,19 @@
 - `Real`: a float that survives NaN. SQLite turns a bound NaN into NULL, which would make a
   diverged loss look like a missing one; on SQLite NaN is stored as the text 'NaN'.
   PostgreSQL's double precision holds NaN natively.
+- `Word`: a column of one vocabulary (a fate, an event kind…): stored as its word, as
+  before, and read back as the enum's member (the table's CHECK constraint holds it to
+  the enum's words).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import BigInteger, DateTime, Float, Integer
+from sqlalchemy import BigInteger, DateTime, Float, Integer, String
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -52,6 +56,26 @@ class Real(TypeDecorator[float]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> float | None:
         return read_float(value)
+
+
+W = TypeVar("W", bound=StrEnum)
+
+
+class Word(TypeDecorator[W], Generic[W]):
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[W], length: int) -> None:
+        super().__init__(length)
+        # both are in the statement cache's key: two vocabularies never share a processor
+        self.enum = enum
+        self.length = length
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> W | None:
+        return None if value is None else self.enum(value)
 
 
 def sqlite_float(value: Any) -> Any:

@@ -32,12 +32,15 @@ log = logging.getLogger("ledger.hook")
 class Sampler:
     """Reads one GPU through NVML; `start()` says why it cannot, or None.
 
-    `failures` counts the readings NVML refused (each a NULL field of its sample)."""
+    `failures` counts the readings NVML refused (each a NULL field of its sample);
+    `refused` counts them by NVML call, and the first refusal of each is logged with its
+    reason (the writer warns with the total)."""
 
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: dict[int, Any] = {}
         self.failures = 0
+        self.refused: dict[str, int] = {}
 
     def start(self) -> str | None:
         try:
@@ -100,8 +103,13 @@ class Sampler:
         """One NVML reading; a refused one is counted and costs its field alone."""
         try:
             return call(*args)
-        except Exception:
+        except Exception as exc:  # this field is NULL; counted, and said once per call
             self.failures += 1
+            name = str(getattr(call, "__name__", call))
+            seen = self.refused.get(name, 0)
+            self.refused[name] = seen + 1
+            if not seen:
+                log.debug("ledger.hook: NVML refused %s (%r); that field is left empty", name, exc)
             return None
 
     def _handle(self, device: int) -> Any:

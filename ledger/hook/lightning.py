@@ -35,10 +35,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without lightnin
     ) from exc
 
 from ledger.hook.meter import MeteredStep, StepMeter
+from ledger.model.terms import Fate
 
 # Lightning's finalize() status → the run's fate (None: the meter decides, finished unless
 # the last step failed)
-FINAL_STATUS = {"success": None, "finished": None, "failed": "crashed"}
+FINAL_STATUS: dict[str, Fate | None] = {"success": None, "finished": None, "failed": Fate.CRASHED}
 
 
 class LedgerLogger(Logger, Callback):
@@ -104,7 +105,7 @@ class LedgerLogger(Logger, Callback):
         """The fit (or validate, test) ended: close the meter this logger opened."""
         self._close_open_step()
         if self.meter is not None and self._owns_meter and not self.meter.closed:
-            fate = None if self._raised else FINAL_STATUS.get(status, "crashed")
+            fate = None if self._raised else FINAL_STATUS.get(status, Fate.CRASHED)
             reason = None if fate is None else f"Lightning ended the fit: {status}"
             self.meter.close(fate, reason)
 

@@ -71,16 +71,18 @@ class EventPool:
         self._free: deque[Any] = deque()
         self._stream = CurrentStream.of(torch)
         self._calls = 0
+        self.created = 0  # events made because none was free (the pool's size, in effect)
         self.timed_ns = 0  # over `timed` sampled calls of recorded(): an event's host cost
         self.timed = 0
 
     def recorded(self) -> Any:
         """An event from the pool, recorded now on the current stream."""
         self._calls = calls = self._calls + 1
-        try:
+        if self._free:
             event = self._free.pop()
-        except IndexError:
+        else:  # every event is still with the writer: the pool grows by one
             event = self._event(enable_timing=True)
+            self.created += 1
         started = _now() if calls <= FIRST_TIMED or not calls & TIMED_RECORDS else 0
         if self._stream is None:
             event.record()

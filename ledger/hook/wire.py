@@ -10,6 +10,7 @@ what cannot be stored is the writer's business, one value at a time.
 from __future__ import annotations
 
 import contextlib
+import logging
 import marshal
 import os
 import struct
@@ -19,6 +20,8 @@ HEADER = struct.Struct("<I")
 PIPE_BYTES = 1 << 20  # asked of the kernel for each pipe; it may grant less
 _F_SETPIPE_SZ = 1031  # Linux's fcntl command; absent elsewhere
 
+log = logging.getLogger("ledger.hook")
+
 
 def widen(fd: int) -> None:
     """Ask for a 1 MiB pipe buffer: a second of 1 ms steps fits while the reader sleeps."""
@@ -26,8 +29,8 @@ def widen(fd: int) -> None:
         import fcntl
 
         fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
-    except (ImportError, OSError):
-        pass
+    except (ImportError, OSError) as exc:  # the default buffer: slower, never wrong
+        log.debug("ledger.hook: the pipe keeps its default buffer (%r)", exc)
 
 
 def encode(items: list[Any]) -> bytes:

@@ -14,6 +14,7 @@ from ledger.logs.runstate import Pending, RunState
 from ledger.logs.shapes import LineShapes
 from ledger.logs.steps import Steps
 from ledger.model.terms import EventKind as K
+from ledger.model.terms import LogEffect, OpenRecord
 
 _HEADER = re.compile(
     r"^\s*(?:\[epoch=(?P<epoch>\d+)\])?\[batch=(?P<step>\d+)(?:/(?P<total>\d+))?\]:\s*$"
@@ -64,7 +65,7 @@ class Blocks:
         old = st.tracebacks.get(rank)
         if old is not None:
             self._end_traceback(rank, old, "")
-        st.tracebacks[rank] = Pending("traceback", line, rank, step=st.last_step)
+        st.tracebacks[rank] = Pending(OpenRecord.TRACEBACK, line, rank, step=st.last_step)
 
     def _traceback(self, line: int, rank: int | None, tb: Pending, body: str) -> bool:
         """Feed a line to an open traceback; False when the line is not part of it."""
@@ -88,17 +89,19 @@ class Blocks:
             effect = ev.exception_effect(m.group("type"), m.group("msg") or "")
             text = exc_line
         elif tb.frame:
-            effect = "crashed"
+            effect = LogEffect.CRASHED
             text = f"a traceback without its exception line; last frame: {tb.frame}"
         else:
-            effect = "crashed"
+            effect = LogEffect.CRASHED
             text = "a traceback cut off before its first frame"
         text = ev.clip(text, 700)
         if tb.frame:
             text = f"{text} (at {tb.frame})"
         # An OOM or NCCL exception line decides as such when it is read next; a crash
         # otherwise.
-        found = ev.Found(K.TRACEBACK, text, effect if effect in ("crashed", "killed") else None)
+        found = ev.Found(
+            K.TRACEBACK, text, effect if effect in (LogEffect.CRASHED, LogEffect.KILLED) else None
+        )
         saved, self.state.last_step = self.state.last_step, tb.step
         try:
             self.rec.event(tb.line, rank, found)
@@ -113,7 +116,7 @@ class Blocks:
         assert pending is not None
         if rank != pending.rank:
             return False
-        if pending.kind == "nccl":
+        if pending.kind == OpenRecord.NCCL:
             if body and not _FRESH.match(body) and not body[0].isspace():
                 pending.text = ev.nccl_more(pending.text, body)
                 self.rec.close_follow()
@@ -147,7 +150,7 @@ class Blocks:
         head = f"step {step}" + (f"/{total}" if total else "")
         if m.group("epoch"):
             head += f" | epoch {m.group('epoch')}"
-        self.state.block = Pending("header", line, rank, head)
+        self.state.block = Pending(OpenRecord.HEADER, line, rank, head)
         return True
 
     def opens_args(self, line: int, rank: int | None, body: str) -> bool:
@@ -161,13 +164,13 @@ class Blocks:
         self.rec.loading(line, body)
         if more:
             self._close_block()
-            self.state.block = Pending("args", line, rank, left=_MAX_ARGS)
+            self.state.block = Pending(OpenRecord.ARGS, line, rank, left=_MAX_ARGS)
         return True
 
     def _block(self, line: int, rank: int | None, body: str) -> bool:
         block = self.state.block
         assert block is not None
-        if block.kind == "args":
+        if block.kind == OpenRecord.ARGS:
             if body.strip().startswith(")"):
                 self.state.block = None
                 return True
@@ -186,7 +189,7 @@ class Blocks:
 
     def _close_block(self) -> None:
         block, self.state.block = self.state.block, None
-        if block is None or block.kind != "header" or not block.extra:
+        if block is None or block.kind != OpenRecord.HEADER or not block.extra:
             return
         text = " | ".join([block.text, *block.extra])
         read = self.shapes.read(text, block.rank, "", learn_it=False)

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 
 from ledger.model.terms import EventKind as K
+from ledger.model.terms import LogEffect as E
+from ledger.model.terms import OpenRecord
 
 MAX_TEXT = 1000
 
@@ -144,14 +146,14 @@ WRAPPERS = ("ChildFailedError",)
 INTERRUPTS = ("KeyboardInterrupt", "SignalException")
 # Phrases that still name their event when the last line is cut short.
 _CUT = (
-    ("CUDA out of memory", K.OOM, "oom"),
-    ("OutOfMemoryError", K.OOM, "oom"),
-    ("Watchdog caught collective operation timeout", K.NCCL, "nccl"),
-    ("Some NCCL operations have failed", K.NCCL, "nccl"),
-    ("DistBackendError", K.NCCL, "nccl"),
-    ("NCCL error", K.NCCL, "nccl"),
-    ("Segmentation fault", K.SIGNAL, "crashed"),
-    ("Traceback (most recent call last)", K.TRACEBACK, "crashed"),
+    ("CUDA out of memory", K.OOM, E.OOM),
+    ("OutOfMemoryError", K.OOM, E.OOM),
+    ("Watchdog caught collective operation timeout", K.NCCL, E.NCCL),
+    ("Some NCCL operations have failed", K.NCCL, E.NCCL),
+    ("DistBackendError", K.NCCL, E.NCCL),
+    ("NCCL error", K.NCCL, E.NCCL),
+    ("Segmentation fault", K.SIGNAL, E.CRASHED),
+    ("Traceback (most recent call last)", K.TRACEBACK, E.CRASHED),
 )
 
 
@@ -159,11 +161,11 @@ _CUT = (
 class Found:
     """One event in one line. `effect` is what it means for the run's fate."""
 
-    kind: str
+    kind: K
     text: str
-    effect: str | None = None  # oom, nccl, crashed, killed, cancelled, exit_error, finished…
+    effect: E | None = None  # what it means for the fate
     key: str | None = None  # events with the same key are one event
-    follow: str | None = None  # details come on the next lines: what they are
+    follow: OpenRecord | None = None  # details come on the next lines: what they are
     weight: int = 0  # how well the text names the cause (the fate's reason prefers more)
 
 
@@ -186,36 +188,38 @@ def classify(text: str) -> list[Found]:
     """The events in one (hinted) line, most specific first."""
     short = clip(text, MAX_TEXT)
     if _OOM.search(text):
-        return [Found(K.OOM, _oom_text(text), "oom", weight=2 if "Tried" in text else 1)]
+        return [Found(K.OOM, _oom_text(text), E.OOM, weight=2 if "Tried" in text else 1)]
     out: list[Found] = []
     if _NCCL.search(text):
         out.append(_nccl(text))
     m = _RECOMPILE.search(text)
     if m is not None:
         if m.group("fail"):
-            out.append(Found(K.RECOMPILE, short, "crashed"))
+            out.append(Found(K.RECOMPILE, short, E.CRASHED))
         elif m.group("limit"):
             limit = f"{m.group('limit')} ({m.group('n')}) hit"
-            out.append(Found(K.RECOMPILE, limit, None, follow="recompile"))
+            out.append(Found(K.RECOMPILE, limit, None, follow=OpenRecord.RECOMPILE))
         else:
             where = f" in {m.group('at')}" if m.group("at") else ""
-            out.append(Found(K.RECOMPILE, f"recompiling {m.group('fn')}{where}", follow="guard"))
+            out.append(
+                Found(K.RECOMPILE, f"recompiling {m.group('fn')}{where}", follow=OpenRecord.GUARD)
+            )
     m = _GRAPH_BREAK.search(text)
     if m is not None and not out:
         at = f" at {m.group('at')}" if m.group("at") else ""
-        out.append(Found(K.GRAPH_BREAK, f"graph break{at}", follow="reason"))
+        out.append(Found(K.GRAPH_BREAK, f"graph break{at}", follow=OpenRecord.REASON))
     sig = _signal(text, short)
     if sig is not None:
         out.append(sig)
     if sig is None and _ABORT.search(text) and not out:  # an NCCL abort said so above
         weight = 2 if _ABORT_TELLING.search(text) else 1
-        out.append(Found(K.ERROR, short, "crashed", weight=weight))
+        out.append(Found(K.ERROR, short, E.CRASHED, weight=weight))
     if not out and _UNCAUGHT.search(text):
-        out.append(Found(K.ERROR, short, "crashed", weight=1))
+        out.append(Found(K.ERROR, short, E.CRASHED, weight=1))
     if _FINISHED.search(text):
-        out.append(Found(K.FINISHED, short, "finished"))
+        out.append(Found(K.FINISHED, short, E.FINISHED))
     if _RESTART.search(text):
-        out.append(Found(K.RESTART, short, "restart"))
+        out.append(Found(K.RESTART, short, E.RESTART))
     if out:
         return out
     if _ERROR.search(text):
@@ -276,8 +280,8 @@ def _nccl(text: str) -> Found:
     terminate = "terminate called" in text or "what():" in text
     if work is None:
         if "Watchdog caught" in text and not terminate:  # its details on the next line
-            return Found(K.NCCL, clip(text, MAX_TEXT), "nccl", weight=3, follow="nccl")
-        return Found(K.NCCL, clip(text, MAX_TEXT), "nccl", weight=0 if terminate else 1)
+            return Found(K.NCCL, clip(text, MAX_TEXT), E.NCCL, weight=3, follow=OpenRecord.NCCL)
+        return Found(K.NCCL, clip(text, MAX_TEXT), E.NCCL, weight=0 if terminate else 1)
     fields = dict(part.split("=", 1) for part in work.group("work").split(", ") if "=" in part)
     op = fields.get("OpType", "a collective")
     bits = [f"{op} timed out" if "timeout" in text else f"{op} failed"]
@@ -293,10 +297,10 @@ def _nccl(text: str) -> Found:
     complete = "Timeout(ms)" in fields or ran is not None
     summary = f"NCCL watchdog{who}: {', '.join(bits)}"
     if terminate:
-        return Found(K.NCCL, clip(summary, MAX_TEXT), "nccl", weight=1)
+        return Found(K.NCCL, clip(summary, MAX_TEXT), E.NCCL, weight=1)
     return Found(
-        K.NCCL, clip(summary, MAX_TEXT), "nccl", weight=3,
-        follow=None if complete else "nccl",
+        K.NCCL, clip(summary, MAX_TEXT), E.NCCL, weight=3,
+        follow=None if complete else OpenRecord.NCCL,
     )  # fmt: skip
 
 
@@ -321,16 +325,16 @@ def _signal(text: str, short: str) -> Found | None:
     m = _LAUNCHER_SIGNAL.search(text)
     if m is not None:
         if m.group("word") or m.group("bare"):  # Terminated, Killed: SIGTERM, SIGKILL
-            return Found(K.SIGNAL, short, "killed", weight=1)
+            return Found(K.SIGNAL, short, E.KILLED, weight=1)
         num = int(m.group("num") or m.group("num2"))
         name = SIGNALS.get(num, f"signal {num}")
         return Found(K.SIGNAL, short, _signal_effect(name), weight=1)
     if _CANCELLED.search(text):  # Slurm's time limit, a user's scancel, preemption
-        return Found(K.SIGNAL, short, "cancelled", weight=2)
+        return Found(K.SIGNAL, short, E.CANCELLED, weight=2)
     if _CRASH_SIGNAL.search(text):
-        return Found(K.SIGNAL, short, "crashed")
+        return Found(K.SIGNAL, short, E.CRASHED)
     if _KILLED.search(text):
-        return Found(K.SIGNAL, short, "killed")
+        return Found(K.SIGNAL, short, E.KILLED)
     m = _SIGNAME.search(text)
     if m is not None:
         if _CLOSING.search(text):  # torchrun tearing down the other workers: a consequence
@@ -345,22 +349,22 @@ def _from_code(code: int, pid: str | None, short: str) -> Found:
     if code < 0:
         name = SIGNALS.get(-code, f"signal {-code}")
         return Found(K.SIGNAL, short, _signal_effect(name), f"signal:{-code}:{pid}")
-    return Found(K.EXIT, short, "exit_error" if code else "exit_ok", f"exit:{code}:{pid}")
+    return Found(K.EXIT, short, E.EXIT_ERROR if code else E.EXIT_OK, f"exit:{code}:{pid}")
 
 
-def _signal_effect(name: str) -> str:
-    return "killed" if name in _KILLING else "crashed"
+def _signal_effect(name: str) -> E:
+    return E.KILLED if name in _KILLING else E.CRASHED
 
 
 _LOG_HEAD = re.compile(r"^(?:[IWEFVD]\d{4} [\d:.]+ +\d+ [^\]]{1,200}\] ?)?(?:\[[^\]]{0,60}\] ?)*")
 
 
-def detail(kind: str, text: str) -> tuple[str, str] | None:
+def detail(kind: OpenRecord, text: str) -> tuple[str, str] | None:
     """What a line after a warning adds to it: (`function`, …), (`reason`, …)."""
     head = _LOG_HEAD.match(text)
     if head is not None:
         text = text[head.end() :]
-    if kind == "recompile":
+    if kind == OpenRecord.RECOMPILE:
         m = _FUNCTION.search(text)
         if m is not None:
             return "function", f"function '{m.group('fn')}' ({m.group('where')})"
@@ -368,26 +372,26 @@ def detail(kind: str, text: str) -> tuple[str, str] | None:
         if m is not None:
             return "reason", clip(m.group("reason"), 300)
         return None
-    if kind == "guard":
+    if kind == OpenRecord.GUARD:
         m = _GUARD.match(text)
         if m is not None and "triggered by" not in text:
             return "reason", clip(m.group("guard"), 300)
         return ("skip", "") if "triggered by" in text else None
-    if kind == "reason":
+    if kind == OpenRecord.REASON:
         m = _REASON.match(text)
         return ("reason", clip(m.group("reason"), 300)) if m is not None else None
     return None
 
 
-def exception_effect(exc_type: str, message: str) -> str | None:
+def exception_effect(exc_type: str, message: str) -> E | None:
     """What an exception that ended a traceback means for the run."""
     base = exc_type.rsplit(".", 1)[-1]
     if base in WRAPPERS:
         return None
     if base in INTERRUPTS:
-        return "killed"
+        return E.KILLED
     if _OOM.search(exc_type) or _OOM.search(message):
-        return "oom"
+        return E.OOM
     if _NCCL.search(exc_type) or _NCCL.search(message):
-        return "nccl"
-    return "crashed"
+        return E.NCCL
+    return E.CRASHED

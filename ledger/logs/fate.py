@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ledger.logs.runstate import Effect, RunState
-from ledger.model.terms import Fate
+from ledger.model.terms import FATAL_EFFECTS, Fate, LogEffect, RunPhase
 
 RECOVERY = 2  # advances of training after an event that make it a survived one
-_FATAL = ("oom", "nccl", "crashed", "killed", "cancelled", "exit_error")
+_FATAL = FATAL_EFFECTS
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Facts:
     training: str | None = None  # the last step or training bar, when training was seen
     stalled: bool = False  # the caller saw the log stop growing (follow, probe)
 
-    def cause(self, *effects: str) -> Effect | None:
+    def cause(self, *effects: LogEffect) -> Effect | None:
         """The event that says it best: the most telling text, the earliest of those."""
         found = [e for e in self.effects if e.effect in effects]
         if not found:
@@ -40,13 +40,13 @@ def facts(state: RunState, *, stalled: bool = False) -> Facts:
     run = state.run
     done_at = run.finished.mark if run.finished else -1
     effects = []
-    cancelled = next((e for e in run.effects if e.effect == "cancelled"), None)
+    cancelled = next((e for e in run.effects if e.effect == LogEffect.CANCELLED), None)
     for e in run.effects:
         if run.activity - e.mark >= RECOVERY or e.mark < done_at:
             continue  # training went on after it, or it came before a clean end
         if run.finished and e.line < run.finished.line and e.mark <= done_at:
             continue
-        if cancelled is not None and e.line > cancelled.line and e.effect != "oom":
+        if cancelled is not None and e.line > cancelled.line and e.effect != LogEffect.OOM:
             continue  # a traceback after the scheduler's cancellation is its consequence
         effects.append(e)
     finished = None
@@ -58,8 +58,8 @@ def facts(state: RunState, *, stalled: bool = False) -> Facts:
     return Facts(
         effects=effects,
         finished=finished,
-        loading=what if run.phase == "loading" else None,
-        training=what if run.phase == "training" or run.trained else None,
+        loading=what if run.phase == RunPhase.LOADING else None,
+        training=what if run.phase == RunPhase.TRAINING or run.trained else None,
         stalled=stalled,
     )
 
@@ -67,7 +67,7 @@ def facts(state: RunState, *, stalled: bool = False) -> Facts:
 Rule = tuple[Fate, str, Callable[[Facts], str | None]]
 
 
-def _cause(*names: str) -> Callable[[Facts], str | None]:
+def _cause(*names: LogEffect) -> Callable[[Facts], str | None]:
     def test(f: Facts) -> str | None:
         e = f.cause(*names)
         return f"{e.text} (line {e.line})" if e else None
@@ -91,14 +91,14 @@ RULES: tuple[Rule, ...] = (
         Fate.OOM,
         "a CUDA out-of-memory error, even when the launcher then reports a failed child "
         "or other ranks time out",
-        _cause("oom"),
+        _cause(LogEffect.OOM),
     ),
     (
         Fate.NCCL,
         "an NCCL failure: the watchdog's timeout (its operation and timeout are the "
         "reason), an NCCL error, a DistBackendError (a SIGABRT or return code -6 after it "
         "is a consequence)",
-        _cause("nccl"),
+        _cause(LogEffect.NCCL),
     ),
     (
         Fate.CRASHED,
@@ -107,7 +107,7 @@ RULES: tuple[Rule, ...] = (
         "error such as an illegal memory access or a device-side assert), a crash signal "
         "(SIGSEGV, SIGABRT, core dumped); the launcher's own ChildFailedError does not "
         "count, nor a traceback after a Slurm cancellation",
-        _cause("crashed"),
+        _cause(LogEffect.CRASHED),
     ),
     (
         Fate.KILLED,
@@ -115,12 +115,12 @@ RULES: tuple[Rule, ...] = (
         "Terminated`, exitcode -9/-15, `Killed`, a launcher's signal line (`received "
         "signal 15`, torchrun's `Received Signals.SIGTERM death signal`, `got signal: 15`, "
         "mpirun's `exited on signal 9`), SIGKILL/SIGTERM/SIGINT received, KeyboardInterrupt",
-        _cause("cancelled", "killed"),
+        _cause(LogEffect.CANCELLED, LogEffect.KILLED),
     ),
     (
         Fate.CRASHED,
         "the launcher reports a positive exit code and nothing says why",
-        _cause("exit_error"),
+        _cause(LogEffect.EXIT_ERROR),
     ),
     (
         Fate.FINISHED,
@@ -149,19 +149,19 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def decide(f: Facts) -> tuple[str, str]:
+def decide(f: Facts) -> tuple[Fate, str]:
     """(fate, reason) by the first rule that holds."""
     _rule, fate, reason = decide_rule(f)
     return fate, reason
 
 
-def decide_rule(f: Facts) -> tuple[int, str, str]:
+def decide_rule(f: Facts) -> tuple[int, Fate, str]:
     """(rule number from 1, fate, reason) of the first rule that holds."""
     for i, (fate, _doc, test) in enumerate(RULES, 1):
         reason = test(f)
         if reason is not None:
-            return i, fate.value, reason
-    return len(RULES), Fate.UNKNOWN.value, ""  # pragma: no cover — the last rule holds
+            return i, fate, reason
+    return len(RULES), Fate.UNKNOWN, ""  # pragma: no cover — the last rule holds
 
 
 def rule_table() -> str:

@@ -37,6 +37,7 @@ from ledger.logs.tables import Tables
 from ledger.logs.templates import Template
 from ledger.model.logs import Found, LogSummary
 from ledger.model.terms import EventKind as K
+from ledger.model.terms import LogEffect
 
 _DIGIT = re.compile(r"\d")
 _TOKENS_PER_ITER = re.compile(r"tokens per iteration will be: ([\d,]{1,20})")
@@ -382,7 +383,7 @@ class LogReader:
         if not found:
             return False
         for f in found:
-            if f.effect == "restart":
+            if f.effect == LogEffect.RESTART:
                 if not self.rec.start(line, body, strong=True):
                     self.rec.loading(line, body)
                 continue

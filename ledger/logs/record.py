@@ -20,6 +20,7 @@ from ledger.logs.runstate import (
     RunState,
 )
 from ledger.model.logs import ConfigItem, Found, LogEvent, Unread
+from ledger.model.terms import EventKind, LogEffect, RunPhase
 from ledger.model.terms import EventKind as K
 
 MAX_UNREAD_TEXT = 300  # what is shown of an unread line
@@ -65,15 +66,17 @@ class Recorder:
         effect = found.effect
         if effect in FATAL:
             self._effect(found, line, rank)
-        elif effect in ("finished", "exit_ok"):
+        elif effect in (LogEffect.FINISHED, LogEffect.EXIT_OK):
             self.finished(found.text, line, said=True)
 
-    def emit(self, line: int, kind: str, text: str, rank: int | None, step: int | None) -> None:
+    def emit(
+        self, line: int, kind: EventKind, text: str, rank: int | None, step: int | None
+    ) -> None:
         st = self.state
         text = ev.clip(text, ev.MAX_TEXT)
         st.counts[str(kind)] = st.counts.get(str(kind), 0) + 1
         if kind != K.PROGRESS:
-            st.last_event = EventState(line, str(kind), text, rank, step)
+            st.last_event = EventState(line, kind, text, rank, step)
             story = st.story
             if kind in STORY and not (
                 kind in _CONSEQUENCES
@@ -82,13 +85,14 @@ class Recorder:
                 and story.line >= st.run.start_line
             ):
                 st.story = st.last_event
-        self.out.events.append(LogEvent(line, str(kind), text, rank, step))
+        self.out.events.append(LogEvent(line, kind, text, rank, step))
         st.content.evidence = True
 
     def _effect(self, found: ev.Found, line: int, rank: int | None) -> None:
         run = self.state.run
         text = ev.clip(found.text, 600)
-        effect = found.effect or ""
+        effect = found.effect
+        assert effect is not None  # called for a fatal effect only
         run.effects.append(
             Effect(
                 effect,
@@ -110,7 +114,7 @@ class Recorder:
         the announced total), so that a step counter or bar starting over after it is a
         new run."""
         run = self.state.run
-        run.finished = Effect("finished", ev.clip(text, 200), line, run.activity)
+        run.finished = Effect(LogEffect.FINISHED, ev.clip(text, 200), line, run.activity)
         if said:
             run.since_step = "ended"
 
@@ -119,7 +123,7 @@ class Recorder:
         pending, self.state.follow = self.state.follow, None
         if pending is None:
             return
-        kind = pending.extra[0] if pending.extra else K.RECOMPILE
+        kind = EventKind(pending.extra[0]) if pending.extra else K.RECOMPILE
         self.emit(pending.line, kind, pending.text, pending.rank, pending.step)
         effect = pending.extra[1] if len(pending.extra) > 1 else ""
         if effect in FATAL:  # its text grew: let the fate's reason say it all
@@ -135,8 +139,8 @@ class Recorder:
         run = self.state.run
         if run.trained:
             return
-        if run.phase != "loading":
-            run.phase = "loading"
+        if run.phase != RunPhase.LOADING:
+            run.phase = RunPhase.LOADING
             self.emit(line, K.LOADING, text, None, self.state.last_step)
         run.phase_what = ev.clip(text, 120)
 

@@ -11,6 +11,7 @@ from ledger.logs.lines import LineState
 from ledger.logs.nvsmi import Gpu
 from ledger.logs.progress import Bar
 from ledger.logs.state import STATE_VERSION, Rate, Serial, StepSet
+from ledger.model.terms import EventKind, LogEffect, OpenRecord, RunPhase
 
 MAX_BARS = 64
 MAX_KEYS = 512
@@ -22,11 +23,11 @@ MAX_RANKS = 4096
 
 @dataclass
 class Effect(Serial):
-    """An event's meaning for the fate (oom, nccl, crashed, killed, cancelled, exit_error,
-    finished), when it happened (`mark`: the run's activity count then) and how telling
-    its text is (`weight`: the watchdog's own line beats `terminate called…`)."""
+    """An event's meaning for the fate (a LogEffect), when it happened (`mark`: the run's
+    activity count then) and how telling its text is (`weight`: the watchdog's own line
+    beats `terminate called…`)."""
 
-    effect: str
+    effect: LogEffect
     text: str
     line: int
     mark: int
@@ -42,7 +43,7 @@ class Pending(Serial):
     follow (recompile, graph break, a continued NCCL message), a step header with its
     values on the lines below, an argument dump."""
 
-    kind: str
+    kind: OpenRecord
     line: int
     rank: int | None
     text: str = ""
@@ -55,7 +56,7 @@ class Pending(Serial):
 @dataclass
 class EventState(Serial):
     line: int
-    kind: str
+    kind: EventKind
     text: str
     rank: int | None = None
     step: int | None = None
@@ -80,7 +81,7 @@ class RunFacts(Serial):
     effects: list[Effect] = field(default_factory=list)
     finished: Effect | None = None
     activity: int = 0  # steps and bar advances so far: what "training went on" counts
-    phase: str | None = None  # "loading" or "training"
+    phase: RunPhase | None = None
     phase_what: str = ""
     max_step: int | None = None
     trained: bool = False

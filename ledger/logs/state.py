@@ -14,6 +14,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 STATE_VERSION = 2
@@ -63,6 +64,8 @@ def _hints(cls: type) -> dict[str, Any]:
 def _encode(value: Any) -> Any:
     if isinstance(value, Serial):
         return value.to_dict()
+    if isinstance(value, StrEnum):  # an effect, a kind: saved as its word
+        return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)  # 'nan', 'inf', '-inf'
     if isinstance(value, list | tuple):
@@ -87,6 +90,10 @@ def _decode(hint: Any, value: Any) -> Any:
         raise ValueError(f"{value!r} fits none of {hint}")
     if isinstance(hint, type) and issubclass(hint, Serial):
         return hint.from_dict(value)
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a {hint.__name__}")
+        return hint(value)  # ValueError for a word it does not have
     if origin is list:
         return [_decode(args[0], v) for v in _seq(value)]
     if origin is tuple:

@@ -21,6 +21,7 @@ from ledger.logs.state import BIN, EXACT
 from ledger.logs.templates import FLAT_METRICS, FLAT_ROW, FLAT_STEP_TIME, FLAT_THROUGHPUT, Flat
 from ledger.model.logs import INT64_MAX
 from ledger.model.terms import EventKind as K
+from ledger.model.terms import RunPhase
 
 _INF = float("inf")
 _log = math.log
@@ -125,9 +126,9 @@ class Steps:
         if top is None or step > top:
             run.max_step = step
             run.activity += 1
-            if not run.trained or run.phase != "training":
+            if not run.trained or run.phase != RunPhase.TRAINING:
                 run.trained = True
-                run.phase = "training"
+                run.phase = RunPhase.TRAINING
                 st.content.evidence = True
             run.phase_what = ""  # the last step, spelled out when asked (fate.facts)
             if st.max_step is None or step > st.max_step:
@@ -346,7 +347,7 @@ class Steps:
             run.activity += 1
         if bar.n > 0:
             run.trained = True
-        run.phase = "training"
+        run.phase = RunPhase.TRAINING
         run.phase_what = bar.describe()
         m = _EPOCH_OF.search(bar.desc)
         if m is not None:

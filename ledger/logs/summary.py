@@ -16,7 +16,7 @@ from ledger.model.logs import (
     Throughput,
     Unread,
 )
-from ledger.model.terms import Fate
+from ledger.model.terms import EventKind, Fate, LogEffect
 
 _BINARY = 0.1  # a share of NUL, control characters and U+FFFD that is not text
 _LOGLIKE = 0.3  # a share of lines shaped like a program's output that is a log
@@ -48,7 +48,7 @@ def build(state: RunState, *, stalled: bool = False) -> LogSummary:
         elif fate == Fate.FINISHED and known.finished is not None:
             decided = Decision(rule, known.finished.line, known.finished.text)
     else:
-        fate, reason = Fate.UNKNOWN.value, f"the file is {_WHAT[kind]}"
+        fate, reason = Fate.UNKNOWN, f"the file is {_WHAT[kind]}"
     rate = state.rate if state.rate.first is not None else state.bar_rate
     unit = state.unit if state.rate.first is not None else state.bar_rate.unit
     bar = state.bar
@@ -99,16 +99,20 @@ _WHAT = {
 }
 
 
-_CAUSES = {Fate.OOM: ("oom",), Fate.NCCL: ("nccl",), Fate.CRASHED: ("crashed", "exit_error"),
-           Fate.KILLED: ("cancelled", "killed")}  # fmt: skip
+_CAUSES = {
+    Fate.OOM: (LogEffect.OOM,),
+    Fate.NCCL: (LogEffect.NCCL,),
+    Fate.CRASHED: (LogEffect.CRASHED, LogEffect.EXIT_ERROR),
+    Fate.KILLED: (LogEffect.CANCELLED, LogEffect.KILLED),
+}
 
 
-def _cause(known: Facts, fate: str) -> LogEvent | None:
-    effects = _CAUSES.get(Fate(fate))
+def _cause(known: Facts, fate: Fate) -> LogEvent | None:
+    effects = _CAUSES.get(fate)
     e = known.cause(*effects) if effects else None
     if e is None or not e.kind:
         return None
-    return LogEvent(e.line, e.kind, e.text, e.rank, e.step)
+    return LogEvent(e.line, EventKind(e.kind), e.text, e.rank, e.step)
 
 
 def _event(e: EventState | None) -> LogEvent | None:

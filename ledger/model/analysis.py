@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from ledger.model.records import Record, jsonable
+from ledger.model.terms import HypothesisStatus, Verdict, WatchPhase
 from ledger.model.why import Finding
 
 VERDICTS = ("regression", "improvement", "no-change")
@@ -208,7 +209,7 @@ class RunComparison(AnalysisRecord):
     delta_pct: float  # (effective_b / effective_a − 1) × 100
     ci95_pct: tuple[float, float] | None
     p_value: float | None
-    verdict: str  # regression | improvement | no-change
+    verdict: Verdict  # regression | improvement | no-change
     threshold_pct: float
     alpha: float
     summary: str  # the verdict in words
@@ -231,7 +232,7 @@ class Resolution(AnalysisRecord):
     """What `--resolve H` did: the comparison stored and the status given to H."""
 
     hypothesis: int
-    status: str
+    status: HypothesisStatus
     comparison_ids: list[int]
     note: str
 
@@ -274,7 +275,7 @@ class MonitorState(AnalysisRecord):
     every step); `median_ci95` is an ordinary 95 % interval, for reading only.
     """
 
-    phase: str  # "warmup" | "steady"
+    phase: WatchPhase  # warmup or steady
     steps: int  # rows received
     last_step: int | None
     steady_from_step: int | None
@@ -287,7 +288,7 @@ class MonitorState(AnalysisRecord):
     reference: Reference
     pct_of_reference: float | None  # effective / reference × 100
     pct_ci: tuple[float, float] | None
-    decision: str | None  # "regression" | "same" | "improvement", None while undecided
+    decision: Verdict | None  # regression, same or improvement; None while undecided
     decided_at_step: int | None
     remaining_steps: int | None  # about how many more steady steps a decision needs
     stalls: int  # stall steps seen (each cost at least twice a typical step)

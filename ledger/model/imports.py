@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from ledger.model.records import Record
+from ledger.model.terms import Fate
 
 # (rank, step, value, wall time in seconds since the epoch or None)
 Point = tuple[int, int, float, float | None]
@@ -27,7 +28,7 @@ class TrackedRun:
     origin: str  # what identifies it there: a folder, "store#run id": one ledger log_file row
     scalars: dict[str, list[Point]] = dataclasses.field(default_factory=dict)
     config: dict[str, str] = dataclasses.field(default_factory=dict)
-    fate: str | None = None  # a ledger fate when the tracker says how the run ended
+    fate: Fate | None = None  # a ledger fate when the tracker says how the run ended
     fate_reason: str | None = None
     named: bool = False  # the caller chose the name (not the tracker)
     size: int = 0  # bytes of the files it was read from
@@ -86,7 +87,7 @@ class ImportedRun(Record):
     config: int  # configuration items told (run_config, source 'import')
     columns: dict[str, str]  # the tracker's names that became step columns
     last_step: int | None
-    fate: str
+    fate: Fate
     run_created: bool
     bad_values: int = 0
     problems: tuple[str, ...] = ()

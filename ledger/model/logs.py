@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ledger.model.records import Record
-from ledger.model.terms import STEP_COLUMNS
+from ledger.model.terms import STEP_COLUMNS, EventKind, Fate
 
 # A step row as ingest stores it: (rank, step, *STEP_COLUMNS). Tuples, not records: a
 # 2 GB log holds millions of them.
@@ -40,7 +40,7 @@ class LogEvent(Record):
     `step` is the last training step seen before it (None before the first)."""
 
     line: int
-    kind: str
+    kind: EventKind
     text: str
     rank: int | None = None
     step: int | None = None
@@ -160,7 +160,7 @@ class LogSummary(Record):
     """What a log amounts to: what `ledger parse --json` prints."""
 
     content: str  # a LogContent value
-    fate: str  # a ledger.model.terms.Fate value
+    fate: Fate
     fate_reason: str
     steps: int  # distinct step numbers
     ranks: int

@@ -6,9 +6,21 @@ Each has `to_dict()` for `--json`; times are ISO 8601 in UTC.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
+
+from ledger.model.terms import (
+    ComparisonKind,
+    EventKind,
+    Fate,
+    HypothesisStatus,
+    LaunchSource,
+    Verdict,
+    WatchOutcome,
+    WatchPhase,
+)
 
 R = TypeVar("R", bound="Record")
 
@@ -31,6 +43,8 @@ def jsonable(value: Any) -> Any:
         return _fields(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, enum.StrEnum):  # a fate, a verdict…: printed as the word it stands for
+        return str(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -72,7 +86,7 @@ class Investigation(Record):
 class Hypothesis(Record):
     id: int
     text: str
-    status: str
+    status: HypothesisStatus
     parent_id: int | None
     note: str | None
     created_at: datetime
@@ -160,7 +174,7 @@ class Probe(Record):
     ended_at: datetime | None
     exit_code: int | None
     timed_out: bool
-    fate: str | None
+    fate: Fate | None
     conclusion: str | None
     output: str | None
     gpus: list[GpuSample]
@@ -171,7 +185,7 @@ class RunSummary(Record):
     """A line of `ledger runs`."""
 
     run: str
-    fate: str
+    fate: Fate
     steps: int
     ranks: int
     last_step: int | None
@@ -191,16 +205,16 @@ class Launch(Record):
     its steps and the last verdict on it."""
 
     number: int
-    source: str | None  # log, watch, deploy, hook, api, import; None: before launches
+    source: LaunchSource | None  # log, watch, deploy, hook, api, import; None: before launches
     command: str | None
-    fate: str
+    fate: Fate
     fate_reason: str | None
     exit_code: int | None
     started_at: datetime | None
     ended_at: datetime | None
     steps: int = 0
     last_step: int | None = None
-    verdict: str | None = None  # the last watch or compare decision on this launch
+    verdict: Verdict | None = None  # the last watch or compare decision on this launch
     effective: float | None = None  # that decision's effective throughput
 
 
@@ -210,7 +224,7 @@ class RunDetail(Record):
 
     id: int
     run: str
-    fate: str
+    fate: Fate
     fate_reason: str | None
     command: str | None
     host: str | None
@@ -249,7 +263,7 @@ class Event(Record):
     """
 
     id: int
-    kind: str
+    kind: EventKind
     text: str
     line: int | None
     step: int | None
@@ -274,7 +288,7 @@ class TimelineEntry(Record):
 class FateChange(Record):
     """A rank's word on how the run stands: applied after the rows written with it."""
 
-    fate: str
+    fate: Fate
     reason: str | None
     ended: bool  # True when this rank stopped (sets run.ended_at)
 
@@ -325,14 +339,14 @@ class IngestResult(Record):
     metrics: int
     events: int
     reset: str | None  # "truncated", "replaced" or "reread" when the file was read again from 0
-    fate: str
+    fate: Fate
     fate_reason: str
     summary: dict[str, Any]
     run_created: bool = False  # this ingest made the run
     unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
     config: int = 0  # config items the log showed (run_config, source 'log')
     launch: int = 1  # the launch of the run the file was read into
-    launch_fate: str | None = None  # that launch's fate (`fate` is the run's: its latest's)
+    launch_fate: Fate | None = None  # that launch's fate (`fate` is the run's: its latest's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,7 +357,7 @@ class ProbeResult(Record):
     run: str
     exit_code: int | None
     timed_out: bool
-    fate: str
+    fate: Fate
     fate_reason: str
     progress: dict[str, Any] | None
     last_step: int | None
@@ -360,7 +374,7 @@ class StoredComparison(Record):
     b: str
     hypothesis_id: int | None
     created_at: datetime
-    kind: str
+    kind: ComparisonKind
     unit: str | None
     steady_from_a: int | None
     steady_from_b: int | None
@@ -374,7 +388,7 @@ class StoredComparison(Record):
     p_value: float | None
     threshold_pct: float
     alpha: float
-    verdict: str
+    verdict: Verdict
     decided_at_step: int | None
     summary: str
     launch_a: int | None = None  # the launches compared (schema 0006)
@@ -386,7 +400,7 @@ class MeterSummary(Record):
     """A run as the hook left it: its fate and the hook's own figures."""
 
     run: str
-    fate: str
+    fate: Fate
     fate_reason: str | None
     steps: int
     ranks: int
@@ -402,7 +416,7 @@ class MeteredRun(Record):
 
     id: int
     run: str
-    fate: str  # after the start: running, or the failure a peer rank already recorded
+    fate: Fate  # after the start: running, or the failure a peer rank already recorded
     earlier_steps: bool  # True when an earlier launch under this name left steps behind
 
 
@@ -449,8 +463,8 @@ class WatchResult(Record):
     """How `ledger watch` ended: what `--json` prints and `--notify` receives."""
 
     run: str
-    outcome: str  # regression, same, improvement, failed, stalled, undecided
-    fate: str
+    outcome: WatchOutcome  # regression, same, improvement, failed, stalled, undecided
+    fate: Fate
     steps: int
     steady_steps: int
     effective: float | None
@@ -481,7 +495,7 @@ class WatchUpdate(Record):
     """
 
     run: str
-    phase: str  # waiting, loading, warmup, steady, or done
+    phase: WatchPhase  # waiting, loading, warmup, steady, or done
     elapsed_s: float
     steps: int
     last_step: int | None

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ledger.model.terms import Fate
+
 if TYPE_CHECKING:
     from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
     from ledger.model.records import GpuSample, Hypothesis, RunDetail, TimelineEntry
@@ -71,7 +73,7 @@ class Attempt:
         return self.detail.run
 
     @property
-    def fate(self) -> str:
+    def fate(self) -> Fate:
         return self.detail.fate
 
 

@@ -1,4 +1,5 @@
-"""The words ledger uses everywhere: fates, event kinds, statuses, verdicts, step columns.
+"""The words ledger uses everywhere: fates, event kinds, log effects, statuses, verdicts,
+watch outcomes, step columns.
 
 Every layer (db, logs, analyze, store, report, hook, cli) imports these from here, so a
 fate or an event kind is spelled once. Nothing here imports anything heavy.
@@ -65,6 +66,83 @@ class EventKind(StrEnum):
 
 EVENT_KINDS: tuple[str, ...] = tuple(k.value for k in EventKind)
 
+# The events `ledger why`'s findings read (the latest of each are kept).
+WHY_EVENT_KINDS: tuple[EventKind, ...] = (
+    EventKind.RECOMPILE,
+    EventKind.GRAPH_BREAK,
+    EventKind.OOM,
+    EventKind.RESTART,
+    EventKind.STALL,
+    EventKind.NCCL,
+    EventKind.ERROR,
+)
+# The events that tell the story of a run on the timeline; warnings and progress notes
+# stay in `show`.
+STORY_EVENT_KINDS: tuple[EventKind, ...] = (
+    EventKind.OOM,
+    EventKind.NCCL,
+    EventKind.RECOMPILE,
+    EventKind.GRAPH_BREAK,
+    EventKind.SIGNAL,
+    EventKind.STALL,
+    EventKind.RESTART,
+)
+# The events a throughput drop is shown beside, when they happened near its step.
+NEAR_DROP_EVENT_KINDS: tuple[EventKind, ...] = (
+    EventKind.RECOMPILE,
+    EventKind.GRAPH_BREAK,
+    EventKind.OOM,
+    EventKind.RESTART,
+    EventKind.STALL,
+    EventKind.WARNING,
+    EventKind.ERROR,
+)
+
+
+class OpenRecord(StrEnum):
+    """A record the log reader holds open while its lines come: a traceback, a header whose
+    values follow, an argument dump, or the details that follow a warning."""
+
+    TRACEBACK = "traceback"
+    HEADER = "header"
+    ARGS = "args"
+    RECOMPILE = "recompile"  # the function and reason of a recompile limit
+    GUARD = "guard"  # the guard that failed, after `Recompiling function`
+    REASON = "reason"  # a graph break's reason
+    NCCL = "nccl"  # an NCCL message continued on the next line
+
+
+class RunPhase(StrEnum):
+    """Where the log's run is, once it shows anything: loading, or training."""
+
+    LOADING = "loading"
+    TRAINING = "training"
+
+
+class LogEffect(StrEnum):
+    """What a log event means for the run's fate (ledger.logs.fate reads them)."""
+
+    OOM = "oom"
+    NCCL = "nccl"
+    CRASHED = "crashed"
+    KILLED = "killed"
+    CANCELLED = "cancelled"  # the scheduler's cancellation: a traceback after it is its echo
+    EXIT_ERROR = "exit_error"  # a launcher's report of a positive exit code
+    EXIT_OK = "exit_ok"  # a launcher's report of exit code 0
+    FINISHED = "finished"
+    RESTART = "restart"  # a new run begins in the same log
+
+
+# The effects that end a run, as far as the log can tell.
+FATAL_EFFECTS: tuple[LogEffect, ...] = (
+    LogEffect.OOM,
+    LogEffect.NCCL,
+    LogEffect.CRASHED,
+    LogEffect.KILLED,
+    LogEffect.CANCELLED,
+    LogEffect.EXIT_ERROR,
+)
+
 
 class HypothesisStatus(StrEnum):
     OPEN = "open"
@@ -74,7 +152,10 @@ class HypothesisStatus(StrEnum):
 
 
 HYPOTHESIS_STATUSES: tuple[str, ...] = tuple(s.value for s in HypothesisStatus)
-RESOLUTIONS: tuple[str, ...] = ("confirmed", "refuted", "inconclusive")
+RESOLUTIONS: tuple[str, ...] = tuple(
+    s.value
+    for s in (HypothesisStatus.CONFIRMED, HypothesisStatus.REFUTED, HypothesisStatus.INCONCLUSIVE)
+)
 
 
 class Verdict(StrEnum):
@@ -88,6 +169,82 @@ class Verdict(StrEnum):
 
 
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+
+
+class FindingKind(StrEnum):
+    """What a finding of `ledger why` is about, in the order docs/why.md describes them."""
+
+    RECOMPILES = "recompiles"
+    GRAPH_BREAKS = "graph_breaks"
+    OOM = "oom"
+    MEMORY_GROWTH = "memory_growth"
+    MEMORY_PRESSURE = "memory_pressure"
+    DATA_WAIT = "data_wait"
+    STEP_SPIKES = "step_spikes"
+    GPU_IDLE = "gpu_idle"
+    THROTTLING = "throttling"
+    STRAGGLER = "straggler"
+    CONFIG_CHANGE = "config_change"
+    VERSION_CHANGE = "version_change"
+    PATCH = "patch"
+    THROUGHPUT_DROP = "throughput_drop"
+    WARMUP = "warmup"
+
+
+class WatchOutcome(StrEnum):
+    """How `ledger watch` ended: a decision of the numbers, or what stopped it first."""
+
+    SAME = "same"
+    IMPROVEMENT = "improvement"
+    REGRESSION = "regression"
+    FAILED = "failed"  # the fate is a failure (FAILED_FATES)
+    STALLED = "stalled"  # nothing new for the stall limit
+    UNDECIDED = "undecided"  # the run or the command ended, or the timeout passed, first
+
+
+# The outcomes the numbers decide (the monitor's decision), in a MonitorState's words.
+WATCH_DECISIONS: tuple[WatchOutcome, ...] = (
+    WatchOutcome.REGRESSION,
+    WatchOutcome.SAME,
+    WatchOutcome.IMPROVEMENT,
+)
+
+
+class WatchPhase(StrEnum):
+    """Where a watched run stands at one look (`MonitorState.phase` is warmup or steady)."""
+
+    WAITING = "waiting"  # nothing yet
+    LOADING = "loading"  # a loading bar, or the log says it loads
+    WARMUP = "warmup"
+    STEADY = "steady"
+    ATTACHED = "attached"  # decided; watch stays with its trainer until that ends
+    DONE = "done"
+
+
+class LaunchSource(StrEnum):
+    """What began a launch of a run."""
+
+    LOG = "log"
+    WATCH = "watch"
+    DEPLOY = "deploy"
+    HOOK = "hook"
+    API = "api"
+    IMPORT = "import"
+
+
+# Who started a launch: a log read from its start, a `watch` source, a relaunch deploy
+# step, a StepMeter, the API, an import.
+LAUNCH_SOURCES: tuple[str, ...] = tuple(s.value for s in LaunchSource)
+
+
+class ComparisonKind(StrEnum):
+    """What recorded a comparison row: `ledger compare --resolve`, or `ledger watch`."""
+
+    COMPARE = "compare"
+    WATCH = "watch"
+
+
+COMPARISON_KINDS: tuple[str, ...] = tuple(k.value for k in ComparisonKind)
 
 # The scalar columns of a `step` row, after its key (run_id, rank, step).
 STEP_COLUMNS: tuple[str, ...] = (

@@ -9,43 +9,22 @@ from __future__ import annotations
 import dataclasses
 
 from ledger.model.records import Record
+from ledger.model.terms import FindingKind, Verdict
 
 # The kinds of finding, in the order docs/why.md describes them.
-FINDING_KINDS: tuple[str, ...] = (
-    "recompiles",
-    "graph_breaks",
-    "oom",
-    "memory_growth",
-    "memory_pressure",
-    "data_wait",
-    "step_spikes",
-    "gpu_idle",
-    "throttling",
-    "straggler",
-    "config_change",
-    "version_change",
-    "patch",
-    "throughput_drop",
-    "warmup",
-)
+FINDING_KINDS: tuple[FindingKind, ...] = tuple(FindingKind)
 
 # Causes and the symptoms they explain (docs/why.md, "causes before symptoms"): a symptom
 # whose evidence a cause's evidence covers (the same steps, the same time) is folded into
 # that cause; a symptom no cause covers stays a finding of its own.
-CAUSE_KINDS: tuple[str, ...] = (
-    "recompiles",
-    "graph_breaks",
-    "oom",
-    "memory_growth",
-    "memory_pressure",
-    "data_wait",
-    "throttling",
-    "straggler",
-    "config_change",
-    "version_change",
-    "patch",
+_K = FindingKind
+SYMPTOM_KINDS: tuple[FindingKind, ...] = (
+    _K.GPU_IDLE,
+    _K.STEP_SPIKES,
+    _K.THROUGHPUT_DROP,
+    _K.WARMUP,
 )
-SYMPTOM_KINDS: tuple[str, ...] = ("gpu_idle", "step_spikes", "throughput_drop", "warmup")
+CAUSE_KINDS: tuple[FindingKind, ...] = tuple(k for k in FindingKind if k not in SYMPTOM_KINDS)
 
 # What the reference of a `why` is: another run, the investigation's baseline (a number),
 # or nothing (findings then come from the run's own evidence alone).
@@ -81,24 +60,24 @@ class Finding(Record):
     when it explains something. `symptom`: for a symptom, how the cause that explains it
     says it (a clause, not in `--json`)."""
 
-    kind: str
+    kind: FindingKind
     claim: str
     score: float
     evidence: list[Evidence]
     next: str
-    explains: list[str] = dataclasses.field(default_factory=list)
+    explains: list[FindingKind] = dataclasses.field(default_factory=list)
     symptom: str = ""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "kind": self.kind,
+            "kind": str(self.kind),
             "claim": self.claim,
             "score": round(self.score, 3),
             "evidence": [e.to_dict() for e in self.evidence],
             "next": self.next,
         }
         if self.explains:
-            out["explains"] = list(self.explains)
+            out["explains"] = [str(k) for k in self.explains]
         return out
 
 
@@ -112,7 +91,7 @@ class WhyResult(Record):
     against: str | None  # the reference run's name; None against the baseline or nothing
     against_kind: str  # AGAINST_RUN, AGAINST_BASELINE or AGAINST_NONE
     unit: str | None
-    verdict: str | None  # regression | improvement | no-change; None: unknown
+    verdict: Verdict | None  # regression | improvement | no-change; None: unknown
     summary: str  # the difference in words, as compare says it
     delta_pct: float | None  # effective throughput, RUN against REF
     median_delta_pct: float | None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ledger.model.terms import Verdict
 from ledger.present.table import table
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _verdicts(report: CompareReport) -> list[str]:
         )
         lines.append(c.summary + (f"; {against}" if against else "") + ".")
         top = report.why.get(c.b)
-        if top is not None and c.verdict != "improvement":
+        if top is not None and c.verdict != Verdict.IMPROVEMENT:
             claim = cut_words(top.claim, 200)
             told = f"{top.kind}, {top.score:.2f}; ledger why {c.b} --against {c.a}"
             lines.append(f"  why: {claim} [{told}]")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ledger.model.terms import Fate
 from ledger.model.why import Evidence
 from ledger.readings.steps import StepColumns
 
@@ -85,7 +86,7 @@ class RunEvidence:
 
     name: str
     id: int
-    fate: str = "unknown"
+    fate: Fate = Fate.UNKNOWN
     fate_reason: str | None = None
     unit: str | None = None
     columns: StepColumns | None = None

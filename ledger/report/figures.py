@@ -14,7 +14,7 @@ import numpy as np
 
 from ledger.analyze.wording import counted
 from ledger.model.report import Attempt, ReportData
-from ledger.model.terms import FAULT_FATES
+from ledger.model.terms import FAULT_FATES, Fate
 from ledger.report import story
 from ledger.report.canvas import PAGE, Look, empty, figure_of, grid, legend_beside, new_figure
 from ledger.report.colors import FATE_COLORS
@@ -87,7 +87,7 @@ def marathon(ax: Axes, data: ReportData, look: Look | None = None) -> Figure:
             value_text(value, digits), (x, high), xytext=(0, 6),
             textcoords="offset points", ha="center", fontsize=8,
         )  # fmt: skip
-        if attempt.fate in FAULT_FATES or attempt.fate in ("killed", "stalled"):
+        if attempt.fate in FAULT_FATES or attempt.fate in (Fate.KILLED, Fate.STALLED):
             label = f"{attempt.fate.upper()}" if attempt.fate in FAULT_FATES else attempt.fate
             ax.annotate(
                 label, (x, low), xytext=(0, -14), textcoords="offset points", ha="center",

@@ -18,6 +18,7 @@ from typing import Any
 
 from ledger.analyze.wording import short_value
 from ledger.model.report import Attempt, ReportData
+from ledger.model.terms import EventKind
 from ledger.report import story
 from ledger.report.colors import FATE_COLORS
 from ledger.report.numbers import grouped, interval_digits, interval_text, value_text
@@ -189,8 +190,11 @@ def ran_text(attempt: Attempt) -> str:
     return f"{attempt.ran_at.strftime('%Y-%m-%d %H:%M')} ({attempt.ran_from})"
 
 
-EVENT_NAMES = {"recompile": ("recompile", "recompiles"), "oom": ("OOM", "OOMs"),
-               "nccl": ("NCCL failure", "NCCL failures")}  # fmt: skip
+EVENT_NAMES: dict[str, tuple[str, str]] = {
+    EventKind.RECOMPILE: ("recompile", "recompiles"),
+    EventKind.OOM: ("OOM", "OOMs"),
+    EventKind.NCCL: ("NCCL failure", "NCCL failures"),
+}
 
 
 def event_counts(attempt: Attempt) -> str:

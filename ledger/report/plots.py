@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ledger.analyze.wording import short_value
+from ledger.model.terms import Fate
 from ledger.report.numbers import interval_digits, interval_text, value_digits, value_text
 from ledger.report.text import mpl
 
@@ -211,7 +212,7 @@ def compare_figure(report: CompareReport, *, width: float = 9.0, height: float =
     digits = interval_digits([r.ci95 for r in report.runs])
     for run, color in zip(report.runs, run_colors(len(report.runs)), strict=True):
         fate = report.fates.get(run.run)
-        named = mpl(run.run, 40) + (f" ({fate})" if fate and fate != "finished" else "")
+        named = mpl(run.run, 40) + (f" ({fate})" if fate and fate != Fate.FINISHED else "")
         plot_run(ax, run, color=color, digits=digits, label=f"{named}: {figure_words(run, digits)}")
     plot_baseline(ax, report.baseline.value, report.baseline.unit)
     unit = next((r.unit for r in report.runs if r.unit), None) or report.baseline.unit

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ledger.model.records import jsonable
-from ledger.model.terms import Verdict
+from ledger.model.terms import ComparisonKind, Verdict
 from ledger.present.words import baseline_sentence, p_text, pct, short_value
 
 if TYPE_CHECKING:
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from ledger.model.report import Attempt, ReportData
     from ledger.model.series import Downsampled
 
-WATCH_KIND = "watch"  # the kind of a comparison row `ledger watch` keeps (Ledger.record_watch)
+WATCH_KIND = (
+    ComparisonKind.WATCH
+)  # the kind of a comparison row `ledger watch` keeps (Ledger.record_watch)
 
 
 def interval(ci: tuple[float, float] | None) -> str:

@@ -17,6 +17,7 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
+from ledger.model.terms import HypothesisStatus
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
@@ -205,7 +206,11 @@ def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:
 
 
 def resolve(
-    session: Session, investigation: str, report: CompareReport, hypothesis_id: int, status: str
+    session: Session,
+    investigation: str,
+    report: CompareReport,
+    hypothesis_id: int,
+    status: HypothesisStatus,
 ) -> Resolution:
     """Store the comparison on the hypothesis and resolve it as `status` (what its verdict
     says, ledger.analyze.resolution_status)."""

@@ -28,6 +28,7 @@ from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.imports import ColumnMap, ImportResult, TrackedRun
 from ledger.model.records import FateChange, StepWrite
+from ledger.model.terms import Fate, HypothesisStatus
 from ledger.store import (
     compare,
     deploys,
@@ -431,7 +432,9 @@ class Store:
             pairs = why.compared(s, inv, self.investigation_name, data)
         return compare.Inputs(data, fates, chosen, pairs)
 
-    def store_resolution(self, report: CompareReport, resolve: int, status: str) -> Resolution:
+    def store_resolution(
+        self, report: CompareReport, resolve: int, status: HypothesisStatus
+    ) -> Resolution:
         """Keep the comparison on hypothesis `resolve` and resolve it as `status`."""
         with self._write() as (s, _):
             return compare.resolve(s, self.investigation_name, report, resolve, status)
@@ -480,7 +483,7 @@ class Store:
         """Close a launch with the fate that is known (the run's too, when it is the latest)."""
         with self._write() as (s, inv):
             launches.set_fate(
-                s, lookup.run_row(s, inv, run), launch, fate, reason, exit_code=exit_code,
+                s, lookup.run_row(s, inv, run), launch, Fate(fate), reason, exit_code=exit_code,
                 ended=True,
             )  # fmt: skip
 

@@ -152,7 +152,7 @@ def set_fate(
     session: Session,
     run: m.Run,
     number: int,
-    fate: str,
+    fate: Fate,
     reason: str | None,
     *,
     exit_code: int | None = None,
@@ -207,7 +207,7 @@ def listed(session: Session, run: m.Run) -> list[records.Launch]:
     return out
 
 
-def fate_of(session: Session, run: m.Run, number: int) -> str:
+def fate_of(session: Session, run: m.Run, number: int) -> Fate:
     """The launch's fate: the run's own for its latest launch."""
     if number == latest(session.connection(), run.id):
         return run.fate

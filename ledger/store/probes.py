@@ -107,7 +107,7 @@ def previous(session: Session, run_id: int, probe_id: int) -> Earlier | None:
 class Reading:
     """What a probe's output says (line numbers are lines of that output)."""
 
-    fate: str
+    fate: Fate
     reason: str
     summary: LogSummary
     conclusion: str

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.model import records
-from ledger.model.terms import EVENT_KINDS, FATES, EventKind
+from ledger.model.terms import EVENT_KINDS, FATES, EventKind, Fate
 from ledger.store import deploys, launches
 from ledger.store.fixes import patch_record
 from ledger.store.lookup import count, run_row
@@ -19,7 +19,7 @@ def set_fate(session: Session, inv: int, run: str, fate: str, reason: str | None
     if fate not in FATES:
         raise UsageError(f"a fate is one of {', '.join(FATES)}, not {fate!r}")
     row = run_row(session, inv, run)
-    launches.set_fate(session, row, latest_launch(session.connection(), row.id), fate, reason)
+    launches.set_fate(session, row, latest_launch(session.connection(), row.id), Fate(fate), reason)
 
 
 def ordered(session: Session, inv: int) -> list[m.Run]:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from ledger.db import models as m
 from ledger.model import records
+from ledger.model.terms import STORY_EVENT_KINDS
 from ledger.store import deploys
 
 # When two rows share a timestamp, the causal order: an idea precedes its patch, etc.
@@ -148,7 +149,7 @@ def _log_files(session: Session, inv: int) -> list[records.TimelineEntry]:
 
 
 # The events that tell the story of a run; warnings and progress notes stay in `show`.
-_STORY = ("oom", "nccl", "recompile", "graph_break", "signal", "stall", "restart")
+_STORY = STORY_EVENT_KINDS
 
 
 def _events(session: Session, inv: int) -> list[records.TimelineEntry]:

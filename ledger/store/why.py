@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.launchcmd import split as read_launch
+from ledger.model.terms import WHY_EVENT_KINDS, Fate
 from ledger.store import compare, launches
 from ledger.store.columnar import fetch_floats
 from ledger.store.steps import placeholder
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 MIN_STEPS = 20
 # The events the findings read, and how many of each (the latest) are kept.
-EVENT_KINDS = ("recompile", "graph_break", "oom", "restart", "stall", "nccl", "error")
+EVENT_KINDS = WHY_EVENT_KINDS
 EVENTS_KEPT = 2000
 SAMPLES_KEPT = 5000
 # Counters the findings read: dynamo's (the hook) and a log's data-time fields.
@@ -149,7 +150,7 @@ def evidence(
     return RunEvidence(
         name=named.label if named is not None else row.name,
         id=row.id,
-        fate=fate,
+        fate=Fate(fate),
         fate_reason=reason,
         unit=row.throughput_unit,
         columns=columns,

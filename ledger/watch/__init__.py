@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import UsageError
+from ledger.model.terms import LaunchSource
 from ledger.watch.codes import ERROR, EXIT_CODES, OUTCOMES
 
 if TYPE_CHECKING:
@@ -96,11 +97,11 @@ def _launch(
     if run not in lg.run_names():
         return None
     if command:
-        return lg.begin_launch(run, "watch", shlex.join(command)).number
+        return lg.begin_launch(run, LaunchSource.WATCH, shlex.join(command)).number
     if log is not None:
         known = {f.path for f in lg.show(run).log_files if f.launch == lg.run_summary(run).launch}
         if str(Path(log).resolve()) not in known:
-            return lg.begin_launch(run, "watch").number
+            return lg.begin_launch(run, LaunchSource.WATCH).number
     return None
 
 

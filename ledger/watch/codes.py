@@ -4,13 +4,15 @@ Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
 
 from __future__ import annotations
 
-EXIT_CODES = {
-    "same": 0,
-    "improvement": 0,
-    "regression": 1,
-    "failed": 3,
-    "stalled": 4,
-    "undecided": 5,
+from ledger.model.terms import WatchOutcome
+
+EXIT_CODES: dict[WatchOutcome, int] = {
+    WatchOutcome.SAME: 0,
+    WatchOutcome.IMPROVEMENT: 0,
+    WatchOutcome.REGRESSION: 1,
+    WatchOutcome.FAILED: 3,
+    WatchOutcome.STALLED: 4,
+    WatchOutcome.UNDECIDED: 5,
 }
 ERROR = 6  # watch could not go on (an unknown --against run, an unreadable log, the database)
-OUTCOMES = tuple(EXIT_CODES)
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in EXIT_CODES)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ledger.errors import CommandError, NotFoundError
+from ledger.model.terms import Fate
 from ledger.store.ingest import PrefixCache
 from ledger.watch.follow import look as ingest_look
 
@@ -36,7 +37,7 @@ class Look:
     """What one look at a source found."""
 
     grew: bool  # anything new arrived (bytes, even a bar's redraw, or rows)
-    fate: str | None  # the run's fate as far as it shows; None: no run yet
+    fate: Fate | None  # the run's fate as far as it shows; None: no run yet
     reason: str | None
     progress: dict[str, Any] | None  # the last bar: desc, n, total, rate, unit…
     note: str | None = None  # worth saying once: the run was made, the log was replaced
@@ -200,7 +201,7 @@ class RowSource:
         grew = now != self._seen and summary.steps > 0
         self._seen = now
         reason = None
-        if grew or summary.fate not in ("running", "unknown", "loading"):
+        if grew or summary.fate not in (Fate.RUNNING, Fate.UNKNOWN, Fate.LOADING):
             reason = self.lg.launch_fate(self.run, summary.launch)[1]
         return Look(grew, summary.fate, reason, None, launch=summary.launch)
 

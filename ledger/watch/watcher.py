@@ -30,7 +30,15 @@ from ledger.analyze.sequential import SequentialMonitor
 from ledger.errors import NotFoundError
 from ledger.model.analysis import MonitorState, Reference
 from ledger.model.records import WatchResult, WatchUpdate
-from ledger.model.terms import FAILED_FATES, Fate, Verdict
+from ledger.model.terms import (
+    FAILED_FATES,
+    WATCH_DECISIONS,
+    EventKind,
+    Fate,
+    Verdict,
+    WatchOutcome,
+    WatchPhase,
+)
 from ledger.watch import endings
 from ledger.watch.codes import EXIT_CODES
 
@@ -46,9 +54,9 @@ LOADING_STALL_S = 900.0
 MIN_STALL_S = 60.0
 PACE_MULTIPLE = 20.0
 
-FAILED = "failed"
-STALLED = "stalled"
-UNDECIDED = "undecided"
+FAILED = WatchOutcome.FAILED
+STALLED = WatchOutcome.STALLED
+UNDECIDED = WatchOutcome.UNDECIDED
 
 
 @dataclass
@@ -141,11 +149,11 @@ class Watcher:
                                 else None)  # fmt: skip
                 update = WatchUpdate(
                     run=self.run,
-                    phase=phase if decided is None else "attached",
+                    phase=phase if decided is None else WatchPhase.ATTACHED,
                     elapsed_s=now - start,
                     steps=self.monitor.rows,
                     last_step=state.last_step if state else None,
-                    loading=_loading(look.progress) if phase == "loading" else None,
+                    loading=_loading(look.progress) if phase == WatchPhase.LOADING else None,
                     monitor=state,
                     note=said,
                 )
@@ -177,7 +185,7 @@ class Watcher:
                         yield dataclasses.replace(update, decision=result)
                         yield self._done(self._stopped(update, result))
                         return
-                    if outcome in _DECISIONS or outcome == FAILED:
+                    if outcome in WATCH_DECISIONS or outcome == FAILED:
                         decided = result  # said now; watch stays until the trainer ends
                         yield dataclasses.replace(update, decision=result)
                         self.sleep(self.interval)
@@ -185,7 +193,7 @@ class Watcher:
                     result = self._left(result, look)
                 else:
                     result = self._closed_source(result, look)
-                yield self._done(dataclasses.replace(update, phase="done", result=result))
+                yield self._done(dataclasses.replace(update, phase=WatchPhase.DONE, result=result))
                 return
         except BaseException:  # Ctrl-C, SIGTERM (raised by the CLI), close(): say what is known
             self._abandoned()
@@ -229,12 +237,17 @@ class Watcher:
     # -- deciding ----------------------------------------------------------------------------
 
     def _outcome(
-        self, look: Look, state: MonitorState | None, phase: str, elapsed: float, quiet: float
-    ) -> tuple[str | None, str]:
+        self,
+        look: Look,
+        state: MonitorState | None,
+        phase: WatchPhase,
+        elapsed: float,
+        quiet: float,
+    ) -> tuple[WatchOutcome | None, str]:
         if look.fate in FAILED_FATES:
             return FAILED, f"{look.fate}: {look.reason or 'the log says so'}"
         if state is not None and state.decision is not None:
-            return state.decision, state.summary
+            return WatchOutcome(state.decision), state.summary
         if look.fate == Fate.FINISHED:
             return UNDECIDED, "the run finished before the numbers could tell"
         if look.ended:
@@ -250,10 +263,10 @@ class Watcher:
             return UNDECIDED, f"no decision within {self.timeout:,.0f} s"
         return None, ""
 
-    def _stall_limit(self, phase: str, state: MonitorState | None) -> float:
+    def _stall_limit(self, phase: WatchPhase, state: MonitorState | None) -> float:
         if self.stall_after is not None:
             return self.stall_after
-        if phase in ("waiting", "loading"):
+        if phase in (WatchPhase.WAITING, WatchPhase.LOADING):
             return LOADING_STALL_S
         paces = [self.pace.seconds_per_step]
         if state is not None:
@@ -262,15 +275,20 @@ class Watcher:
         return MIN_STALL_S if pace is None else max(MIN_STALL_S, PACE_MULTIPLE * pace)
 
     def _finish(
-        self, outcome: str, reason: str, look: Look, state: MonitorState | None, elapsed: float
+        self,
+        outcome: WatchOutcome,
+        reason: str,
+        look: Look,
+        state: MonitorState | None,
+        elapsed: float,
     ) -> WatchResult:
         """Store the decision, and say it as a WatchResult."""
         if outcome == STALLED and look.fate is not None:
             step = state.last_step if state else None
             self._set_fate(Fate.STALLED, reason)
-            self.lg.add_event(self.run, "stall", f"ledger watch: {reason}", step=step)
+            self.lg.add_event(self.run, EventKind.STALL, f"ledger watch: {reason}", step=step)
         elif outcome != FAILED and state is not None and state.steady_steps:
-            verdict = outcome if outcome != UNDECIDED else Verdict.UNDECIDED
+            verdict: str = outcome if outcome != UNDECIDED else Verdict.UNDECIDED
             self.lg.record_watch(self.run, state, verdict, reason, self.against, self.launch)
         ref = self.monitor.reference
         fate = look.fate or Fate.UNKNOWN
@@ -330,16 +348,18 @@ class Watcher:
                 reason=decided.reason if not late_failure else f"{decided.reason}; then {reason}",
                 exit_status=EXIT_CODES[FAILED] if late_failure else decided.exit_status,
             )  # fmt: skip
-            return dataclasses.replace(update, phase="done", result=result)
+            return dataclasses.replace(update, phase=WatchPhase.DONE, result=result)
         reason = f"the trainer printed nothing for {quiet:,.0f} s after the decision"
         self._set_fate(Fate.STALLED, reason)
-        self.lg.add_event(self.run, "stall", f"ledger watch: {reason}", step=update.last_step)
+        self.lg.add_event(
+            self.run, EventKind.STALL, f"ledger watch: {reason}", step=update.last_step
+        )
         result = dataclasses.replace(
             decided, fate=Fate.STALLED, reason=f"{decided.reason}; {reason}"
         )
         if STALLED in self.stop_on:
             return self._stopped(update, result)
-        return dataclasses.replace(update, phase="done", result=self._left(result, look))
+        return dataclasses.replace(update, phase=WatchPhase.DONE, result=self._left(result, look))
 
     def _stopped(self, update: WatchUpdate, result: WatchResult) -> WatchUpdate:
         """--stop-on: the trainer is stopped (TERM, then KILL after a grace) because the
@@ -351,7 +371,7 @@ class Watcher:
         reason = f"stopped by ledger watch --stop-on {result.outcome} ({result.reason})"
         self._set_fate(Fate.KILLED, reason, look.exit_code)
         done = dataclasses.replace(result, fate=Fate.KILLED, stopped=True, exit_code=look.exit_code)
-        return dataclasses.replace(update, phase="done", result=done)
+        return dataclasses.replace(update, phase=WatchPhase.DONE, result=done)
 
     def _left(self, result: WatchResult, look: Look) -> WatchResult:
         """A trainer watch does not stay with (a timeout, a stall): left running, said so."""
@@ -360,8 +380,8 @@ class Watcher:
         step = self._last_step()
         if endings.needs_closing(look.fate):
             self._set_fate(Fate.UNKNOWN, _left_reason(command, step, result.outcome))
-        return dataclasses.replace(result, left_running=True, fate=self.lg.launch_fate(
-            self.run, self._launch())[0] if look.fate else result.fate)  # fmt: skip
+        return dataclasses.replace(result, left_running=True, fate=Fate(self.lg.launch_fate(
+            self.run, self._launch())[0]) if look.fate else result.fate)  # fmt: skip
 
     def _closed_source(self, result: WatchResult, look: Look) -> WatchResult:
         """A command that ended, or a viewer watch stops now: the fate says what is known."""
@@ -415,9 +435,6 @@ class Watcher:
         return update
 
 
-_DECISIONS = (Verdict.REGRESSION, Verdict.SAME, Verdict.IMPROVEMENT)
-
-
 def _stall_reason(quiet: float, limit: float, state: MonitorState | None) -> str:
     where = f" (last step {state.last_step})" if state and state.last_step else ""
     return f"nothing new for {quiet:,.0f} s{where}; the limit is {limit:,.0f} s"
@@ -455,12 +472,12 @@ def _before(columns: StepColumns, step: int) -> StepColumns:
     return type(columns)(**values)
 
 
-def _phase(look: Look, state: MonitorState | None) -> str:
+def _phase(look: Look, state: MonitorState | None) -> WatchPhase:
     if state is not None:
         return state.phase
     if look.progress is not None or look.fate == Fate.LOADING:
-        return "loading"
-    return "waiting"
+        return WatchPhase.LOADING
+    return WatchPhase.WAITING
 
 
 def _loading(progress: dict[str, Any] | None) -> dict[str, Any] | None:

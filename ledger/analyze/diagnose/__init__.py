@@ -19,6 +19,7 @@ from ledger.analyze.diagnose import causal, config, dynamo, gpu, memory, ranks, 
 from ledger.analyze.diagnose.evidence import ChangeRow, Pair, RunEvidence, Side, side
 from ledger.errors import LedgerError
 from ledger.model.analysis import RunAnalysis, RunComparison
+from ledger.model.terms import Verdict
 from ledger.model.why import (
     AGAINST_BASELINE,
     AGAINST_NONE,
@@ -95,7 +96,7 @@ def _diagnose(
         comparison=comparison,
         slowdown=_slowdown(comparison, run_analysis, baseline if ref is None else None),
         threshold=threshold,
-        significant=comparison is not None and comparison.verdict == "regression",
+        significant=comparison is not None and comparison.verdict == Verdict.REGRESSION,
     )
     found: list[Finding] = []
     for family in FAMILIES:
@@ -168,9 +169,9 @@ def _result(
     if ref is None and baseline and effective is not None:
         delta = 100.0 * (effective / baseline - 1.0)
         verdict = (
-            "regression"
+            Verdict.REGRESSION
             if delta <= -100 * threshold
-            else ("improvement" if delta >= 100 * threshold else "no-change")
+            else (Verdict.IMPROVEMENT if delta >= 100 * threshold else Verdict.NO_CHANGE)
         )
         summary = (
             f"{run.name} delivers {short_value(effective)} {unit or ''}, {delta:+.1f} % against "

@@ -37,12 +37,16 @@ import numpy as np
 
 from ledger.analyze.diagnose import config, dynamo, gpu, timing
 from ledger.analyze.diagnose.evidence import GpuRow, Pair, pct
+from ledger.model.terms import FindingKind
 from ledger.model.why import CAUSE_KINDS, SYMPTOM_KINDS, Evidence, Finding
 
 HALF = 0.5
 FOLDED_EVIDENCE = 2  # rows of each folded symptom kept under the cause
 WEAK = 0.5  # how much a whole-run cause (a setting) covers: below any measured cover
-COMPILE_KINDS = {"recompiles": dynamo.RECOMPILES, "graph_breaks": dynamo.GRAPH_BREAKS}
+COMPILE_KINDS = {
+    FindingKind.RECOMPILES: dynamo.RECOMPILES,
+    FindingKind.GRAPH_BREAKS: dynamo.GRAPH_BREAKS,
+}
 
 
 def fold(pair: Pair, found: list[Finding]) -> list[Finding]:
@@ -72,11 +76,11 @@ def fold(pair: Pair, found: list[Finding]) -> list[Finding]:
 def _merged(pair: Pair, cause: Finding, symptoms: list[Finding], warm_up: bool) -> Finding:
     leads = [s.symptom or s.claim.rstrip(".") for s in symptoms]
     explains = [s.kind for s in symptoms]
-    if warm_up and "warmup" not in explains:
+    if warm_up and FindingKind.WARMUP not in explains:
         warm = _compiled_warmup(pair)
         if warm is not None:
             leads.append(warm)
-            explains.append("warmup")
+            explains.append(FindingKind.WARMUP)
     if not leads:
         return cause
     evidence = list(cause.evidence)
@@ -113,22 +117,29 @@ def covers(pair: Pair, cause: Finding, symptom: Finding) -> float:
     kind, what = cause.kind, symptom.kind
     if kind in COMPILE_KINDS:
         return _compile_covers(pair, COMPILE_KINDS[kind], symptom)
-    if kind == "data_wait":
-        if what == "gpu_idle":
+    if kind == FindingKind.DATA_WAIT:
+        if what == FindingKind.GPU_IDLE:
             return _share_covers(_wait_beyond(pair), _idle_share(pair))
-        if what == "step_spikes":
+        if what == FindingKind.STEP_SPIKES:
             return _wait_in_spikes(pair)
         return 0.0
-    if kind == "straggler" and what == "gpu_idle":
+    if kind == FindingKind.STRAGGLER and what == FindingKind.GPU_IDLE:
         return _share_covers(_straggler_gap(cause), _idle_share(pair))
-    if kind in ("memory_growth", "memory_pressure", "oom") and what == "throughput_drop":
+    if (
+        kind in (FindingKind.MEMORY_GROWTH, FindingKind.MEMORY_PRESSURE, FindingKind.OOM)
+        and what == FindingKind.THROUGHPUT_DROP
+    ):
         return 1.0 if any("memory allocated" in e.text for e in symptom.evidence) else 0.0
-    if kind == "throttling" and what == "throughput_drop":
+    if kind == FindingKind.THROTTLING and what == FindingKind.THROUGHPUT_DROP:
         return _throttled_after(pair, _drop_step(symptom))
-    if kind in ("config_change", "version_change", "patch"):
-        if what == "gpu_idle" and _performance(cause):
+    if kind in (FindingKind.CONFIG_CHANGE, FindingKind.VERSION_CHANGE, FindingKind.PATCH):
+        if what == FindingKind.GPU_IDLE and _performance(cause):
             return WEAK * 0.5
-        if what == "warmup" and kind == "config_change" and _mentions(cause, "compile"):
+        if (
+            what == FindingKind.WARMUP
+            and kind == FindingKind.CONFIG_CHANGE
+            and _mentions(cause, "compile")
+        ):
             return WEAK
     return 0.0
 
@@ -148,20 +159,20 @@ def _compile_covers(
     steps = np.array(sorted({s for s, _, _ in spikes}), dtype=np.int64)
     events = [e.step for e in run.ev.events_of(*which[0]) if e.step is not None]
     slack = dynamo.AFTER * run.spacing
-    if symptom.kind == "gpu_idle":
+    if symptom.kind == FindingKind.GPU_IDLE:
         near = _near_fraction(_idle_steps(pair), steps, slack + 1)
         if near is not None and near >= HALF:
             return near
         share = dynamo.compile_share(run, spikes)
         ref = dynamo.compile_share(pair.ref, dynamo.compile_spikes(pair.ref, *which)) or 0.0
         return _share_covers(None if share is None else share - ref, _idle_share(pair))
-    if symptom.kind == "step_spikes":
+    if symptom.kind == FindingKind.STEP_SPIKES:
         found = timing.spikes(run)
         if found is None:
             return 0.0
         near = _near_fraction(found.steps, steps, slack)
         return near if near is not None and near >= HALF else 0.0
-    if symptom.kind == "throughput_drop":
+    if symptom.kind == FindingKind.THROUGHPUT_DROP:
         at = _drop_step(symptom)
         analysis = run.analysis
         if at is None or analysis is None:
@@ -273,7 +284,9 @@ def _keys(cause: Finding) -> list[str]:
 
 def _performance(cause: Finding) -> bool:
     """Whether a setting that differs is one that changes performance (config.PERF)."""
-    return cause.kind != "config_change" or any(config.PERF.search(k) for k in _keys(cause))
+    return cause.kind != FindingKind.CONFIG_CHANGE or any(
+        config.PERF.search(k) for k in _keys(cause)
+    )
 
 
 def _mentions(cause: Finding, word: str) -> bool:

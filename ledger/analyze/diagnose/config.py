@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ledger.analyze.diagnose.evidence import ConfigRow, Pair, score
+from ledger.model.terms import FindingKind
 from ledger.model.why import Evidence, Finding
 
 VERSION_KEYS = (
@@ -111,20 +112,23 @@ def _differences(pair: Pair) -> list[Finding]:
             continue
         (versions if key in VERSION_KEYS else configs).append((key, a, b))
     out = []
-    for kind, found in (("config_change", configs), ("version_change", versions)):
+    for kind, found in (
+        (FindingKind.CONFIG_CHANGE, configs),
+        (FindingKind.VERSION_CHANGE, versions),
+    ):
         if found:
             out.append(_finding(pair, kind, found))
     return out
 
 
 def _finding(
-    pair: Pair, kind: str, found: list[tuple[str, ConfigRow | None, ConfigRow | None]]
+    pair: Pair, kind: FindingKind, found: list[tuple[str, ConfigRow | None, ConfigRow | None]]
 ) -> Finding:
     perf = [f for f in found if PERF.search(f[0])]
     ordered = perf + [f for f in found if f not in perf]
     said = "; ".join(f"{_show(a)} ({pair.ref_name}: {_show(b)})" for _, a, b in ordered[:SHOWN])
     more = f", and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
-    what = "settings" if kind == "config_change" else "versions or hardware"
+    what = "settings" if kind == FindingKind.CONFIG_CHANGE else "versions or hardware"
     claim = f"{pair.run.name} ran with different {what}: {said}{more}"
     evidence = []
     for _, a, b in ordered[:SHOWN]:
@@ -133,10 +137,10 @@ def _finding(
                 evidence.append(
                     Evidence("run_config", f"{name}: {row.key} = {row.value} ({row.source})")
                 )
-    strength = (0.6 if kind == "config_change" else 0.5) + (0.15 if perf else 0.0)
+    strength = (0.6 if kind == FindingKind.CONFIG_CHANGE else 0.5) + (0.15 if perf else 0.0)
     hint = (
         "Relaunch with the reference's value for one setting at a time and compare."
-        if kind == "config_change"
+        if kind == FindingKind.CONFIG_CHANGE
         else "Pin the reference's versions (or rerun the reference on the new ones) to "
         "separate the software from the change."
     )
@@ -167,7 +171,7 @@ def _patch(pair: Pair) -> Finding | None:
     evidence = [Evidence(c.table, c.text, id=c.id) for c in changes[:SHOWN]]
     evidence += [Evidence("run_config", f"git.commit = {r.value} ({r.source})") for r in commits]
     return Finding(
-        "patch",
+        FindingKind.PATCH,
         claim + ".",
         score(pair, (0.55 if patches else 0.4) * _weight(pair)),
         evidence,

@@ -13,6 +13,7 @@ import re
 import numpy as np
 
 from ledger.analyze.diagnose.evidence import EventRow, Pair, Side, pct, score
+from ledger.model.terms import EventKind, FindingKind
 from ledger.model.why import Evidence, Finding
 
 STORM = 2  # recompiles from which they are a finding (a limit hit counts at once)
@@ -95,11 +96,11 @@ def compile_spikes(
     return out
 
 
-RECOMPILES = (("recompile",), ("dynamo_recompiles",))
-GRAPH_BREAKS = (("graph_break",), ("dynamo_graph_breaks",))
+RECOMPILES = ((EventKind.RECOMPILE,), ("dynamo_recompiles",))
+GRAPH_BREAKS = ((EventKind.GRAPH_BREAK,), ("dynamo_graph_breaks",))
 # every compilation, the first included: what a warm-up spent compiling
 COMPILES = (
-    ("recompile", "graph_break"),
+    (EventKind.RECOMPILE, EventKind.GRAPH_BREAK),
     ("dynamo_frames_compiled", *RECOMPILES[1], *GRAPH_BREAKS[1]),
 )
 
@@ -162,11 +163,13 @@ def _reason(events: list[EventRow]) -> str | None:
 
 def _recompiles(pair: Pair) -> Finding | None:
     run, ref = pair.run, pair.ref
-    n = counted(run, "recompile", "dynamo_recompiles")
-    n_ref = counted(ref, "recompile", "dynamo_recompiles")
-    events = run.ev.events_of("recompile")
+    n = counted(run, EventKind.RECOMPILE, "dynamo_recompiles")
+    n_ref = counted(ref, EventKind.RECOMPILE, "dynamo_recompiles")
+    events = run.ev.events_of(EventKind.RECOMPILE)
     limit = [e for e in events if "limit" in e.text or "FailOnRecompile" in e.text]
-    limit_ref = ref is not None and any("limit" in e.text for e in ref.ev.events_of("recompile"))
+    limit_ref = ref is not None and any(
+        "limit" in e.text for e in ref.ev.events_of(EventKind.RECOMPILE)
+    )
     storm = n >= STORM and n >= 2 * n_ref + 2
     if not (storm or (limit and not limit_ref)):
         return None
@@ -192,7 +195,7 @@ def _recompiles(pair: Pair) -> Finding | None:
     evidence += _spike_evidence(spikes, seconds)
     # compile time is the recompiles' cost wherever it falls, the warm-up included
     return Finding(
-        kind="recompiles",
+        kind=FindingKind.RECOMPILES,
         claim=claim + ".",
         score=score(pair, strength, None if share is None else share - ref_share, whole=True),
         evidence=evidence,
@@ -207,15 +210,15 @@ def _recompiles(pair: Pair) -> Finding | None:
 
 def _graph_breaks(pair: Pair) -> Finding | None:
     run, ref = pair.run, pair.ref
-    n = counted(run, "graph_break", "dynamo_graph_breaks")
-    n_ref = counted(ref, "graph_break", "dynamo_graph_breaks")
-    events = run.ev.events_of("graph_break")
+    n = counted(run, EventKind.GRAPH_BREAK, "dynamo_graph_breaks")
+    n_ref = counted(ref, EventKind.GRAPH_BREAK, "dynamo_graph_breaks")
+    events = run.ev.events_of(EventKind.GRAPH_BREAK)
     places = {m.group("at") for e in events if (m := _AT.search(e.text)) is not None}
     ref_places: set[str] = set()
     if ref is not None:
         ref_places = {
             m.group("at")
-            for e in ref.ev.events_of("graph_break")
+            for e in ref.ev.events_of(EventKind.GRAPH_BREAK)
             if (m := _AT.search(e.text)) is not None
         }
     new = places - ref_places
@@ -237,7 +240,7 @@ def _graph_breaks(pair: Pair) -> Finding | None:
         evidence.append(Evidence("metric", f"the hook counted {n} graph breaks"))
     evidence += _spike_evidence(spikes, run.costs is not None and run.costs.in_seconds)
     return Finding(
-        kind="graph_breaks",
+        kind=FindingKind.GRAPH_BREAKS,
         claim=claim + ".",
         score=score(pair, strength, None if share is None else share - ref_share, whole=True),
         evidence=evidence,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ledger.analyze.diagnose.evidence import GpuRow, Pair, Side, pct, score
+from ledger.model.terms import FindingKind
 from ledger.model.why import Evidence, Finding
 
 IDLE = 70.0  # % utilisation below which a GPU waits for something
@@ -77,7 +78,7 @@ def _idle(pair: Pair) -> Finding | None:
     share = (ref_median - median) / ref_median if ref_median else None
     lead = f"the GPUs waited, busy {median:.0f} % of the time{than}"
     return Finding(
-        "gpu_idle",
+        FindingKind.GPU_IDLE,
         claim + ".",
         score(pair, 0.6 + 0.3 * (IDLE - median) / IDLE, share),
         _evidence(rows, "{g.utilization_pct:.0f} % busy"),
@@ -130,7 +131,7 @@ def _throttling(pair: Pair) -> Finding | None:
     if clock is not None:
         claim += f", their SM clock at {pct(clock)} of its maximum"
     return Finding(
-        "throttling",
+        FindingKind.THROTTLING,
         claim + ".",
         score(pair, 0.65, 1 - clock if clock is not None else None),
         _evidence(hit, "throttle {g.throttle}, SM {g.sm_clock_mhz} of {g.max_sm_clock_mhz} MHz"),

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from ledger.analyze.diagnose.evidence import Memory, Pair, RunEvidence, Side, mib, pct, score
+from ledger.model.terms import EventKind, Fate, FindingKind
 from ledger.model.why import Evidence, Finding
 
 GROWTH_P = 0.001
@@ -54,11 +55,11 @@ def _size(pattern: re.Pattern[str], text: str) -> float | None:
 
 
 def _oom_event(ev: RunEvidence) -> tuple[Evidence | None, str | None, int | None]:
-    events = ev.events_of("oom")
+    events = ev.events_of(EventKind.OOM)
     best = max(events, key=lambda e: ("Tried" in e.text or "tried" in e.text, e.id), default=None)
     if best is not None:
         return best.evidence(), best.text, best.step
-    if ev.fate == "oom" and ev.fate_reason:
+    if ev.fate == Fate.OOM and ev.fate_reason:
         return Evidence("run", f"fate oom: {ev.fate_reason[:300]}", id=ev.id), ev.fate_reason, None
     return None, None, None
 
@@ -68,7 +69,7 @@ def _oom(pair: Pair, explained: bool) -> Finding | None:
     evidence, text, step = _oom_event(run)
     if evidence is None or text is None:
         return None
-    both = ref is not None and (ref.fate == "oom" or ref.count("oom") > 0)
+    both = ref is not None and (ref.fate == Fate.OOM or ref.count(EventKind.OOM) > 0)
     tried, capacity = _size(_TRIED, text), _size(_CAPACITY, text)
     free, allocated = _size(_FREE, text), _size(_ALLOCATED, text)
     unallocated = _size(_UNALLOCATED, text)
@@ -103,7 +104,7 @@ def _oom(pair: Pair, explained: bool) -> Finding | None:
             f"checkpointing) or try {EXPANDABLE}."
         )
     strength = 0.45 if both else (0.7 if explained else 0.85)
-    return Finding("oom", claim + ".", score(pair, strength), [evidence], hint)
+    return Finding(FindingKind.OOM, claim + ".", score(pair, strength), [evidence], hint)
 
 
 def memory_series(memory: Memory | None) -> tuple[str, np.ndarray, np.ndarray] | None:
@@ -183,7 +184,7 @@ def _growth(pair: Pair) -> Finding | None:
             ref_growth = max(0.0, found[1] * float(window[1][-1] - window[1][0]))  # type: ignore[index]  # window is set when found is
         if ref_growth * 3 >= growth:
             return None
-    died = run.ev.fate == "oom" or run.ev.count("oom") > 0
+    died = run.ev.fate == Fate.OOM or run.ev.count(EventKind.OOM) > 0
     per = growth / max(1.0, float(steps[-1] - steps[0])) * 1000
     claim = (
         f"GPU memory {name} grew by {mib(growth)} over steps {int(steps[0]):,}–{int(steps[-1]):,}"
@@ -207,7 +208,7 @@ def _growth(pair: Pair) -> Finding | None:
             evidence.append(oom)
     strength = 0.95 if died else 0.6 + 0.2 * min(1.0, growth / max(level, 1.0))
     return Finding(
-        "memory_growth",
+        FindingKind.MEMORY_GROWTH,
         claim + ".",
         score(pair, strength),
         evidence,
@@ -272,7 +273,7 @@ def _pressure(pair: Pair) -> Finding | None:
         )
         evidence = [Evidence("step", f"step {at:,}: reserved − allocated = {mib(size)}", line=at)]
         return Finding(
-            "memory_pressure",
+            FindingKind.MEMORY_PRESSURE,
             claim + ".",
             score(pair, 0.45),
             evidence,
@@ -284,7 +285,7 @@ def _pressure(pair: Pair) -> Finding | None:
         than = f" ({pair.ref_name}: {pct(ref_full[0])})" if ref_full is not None else ""
         claim = f"the GPUs ran {pct(full[0])} full of memory{than}: the allocator is at its limit"
         return Finding(
-            "memory_pressure",
+            FindingKind.MEMORY_PRESSURE,
             claim + ".",
             score(pair, 0.4),
             full[1],

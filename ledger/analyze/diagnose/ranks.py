@@ -18,6 +18,7 @@ import numpy as np
 from ledger.analyze.diagnose.evidence import Pair, Side, pct, score
 from ledger.analyze.robust import integrated_time
 from ledger.analyze.stats import batch_count, estimate_median
+from ledger.model.terms import FindingKind
 from ledger.model.why import Evidence, Finding
 
 P_VALUE = 0.001
@@ -123,7 +124,7 @@ def _late_straggler(pair: Pair) -> Finding | None:
         f"wait for rank {late.rank} at every collective"
     )
     return Finding(
-        "straggler",
+        FindingKind.STRAGGLER,
         claim + ".",
         score(pair, 0.8, share),
         [
@@ -168,7 +169,7 @@ def _straggler(pair: Pair) -> Finding | None:
         f"steady steps{than}: one straggler holds back every collective"
     )
     return Finding(
-        "straggler",
+        FindingKind.STRAGGLER,
         claim + ".",
         score(pair, 0.75, gap),
         [

@@ -25,6 +25,7 @@ from ledger.analyze.effective import find_stalls
 from ledger.analyze.robust import integrated_time
 from ledger.analyze.stats import batch_count
 from ledger.analyze.wording import short_value
+from ledger.model.terms import NEAR_DROP_EVENT_KINDS, EventKind, FindingKind
 from ledger.model.why import Evidence, Finding
 
 P_VALUE = 0.001
@@ -158,7 +159,7 @@ def _data_wait(pair: Pair) -> Finding | None:
         0, Evidence("step", f"{len(wait):,} steady steps: median {what} {median_ms:.3g} ms")
     )
     return Finding(
-        "data_wait",
+        FindingKind.DATA_WAIT,
         claim + ".",
         score(pair, 0.9, share - ref_share),
         evidence,
@@ -174,7 +175,7 @@ def _explained_steps(side: Side) -> set[int]:
     """Steps right after a recompile or graph break, and those that compiled where the
     hook's counters rose: their cost is the compile's."""
     out: set[int] = set()
-    for e in side.ev.events_of("recompile", "graph_break"):
+    for e in side.ev.events_of(EventKind.RECOMPILE, EventKind.GRAPH_BREAK):
         if e.step is not None:
             out.update(range(e.step, e.step + AFTER * side.spacing + 1))
     out.update(s for s, _, _ in compile_spikes(side, *COMPILES))
@@ -281,7 +282,7 @@ def _spikes(pair: Pair) -> Finding | None:
     if regular:
         evidence.append(Evidence("step", f"median gap {period:,.0f} steps over {len(at)} spikes"))
     return Finding(
-        "step_spikes",
+        FindingKind.STEP_SPIKES,
         claim + ".",
         score(pair, 0.85 if regular else 0.7, share - ref_share),
         evidence,
@@ -300,9 +301,7 @@ def _near(side: Side, step: int, width: int) -> list[Evidence]:
     out = [
         e.evidence()
         for e in side.ev.events
-        if e.step is not None
-        and abs(e.step - step) <= width
-        and e.kind in ("recompile", "graph_break", "oom", "restart", "stall", "warning", "error")
+        if e.step is not None and abs(e.step - step) <= width and e.kind in NEAR_DROP_EVENT_KINDS
     ][:SHOWN]
     memory = side.ev.memory
     if memory is not None:
@@ -350,7 +349,7 @@ def _drop(pair: Pair) -> Finding | None:
         *near,
     ]
     return Finding(
-        "throughput_drop",
+        FindingKind.THROUGHPUT_DROP,
         claim[:400] + ".",
         score(pair, 0.6 if near else 0.5, share),
         evidence,
@@ -427,7 +426,7 @@ def _warmup(pair: Pair) -> Finding | None:
         Evidence("step", f"{pair.ref_name} steady from step {pair.ref.steady_from:,}"),
     ]
     return Finding(
-        "warmup",
+        FindingKind.WARMUP,
         claim + ".",
         score(pair, 0.55 + (0.15 if excess > 5 * ref_excess else 0.0)),
         evidence,
