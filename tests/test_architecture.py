@@ -35,6 +35,7 @@ LAYERS = {
     "ledger.hook": "hook",
     "ledger.demo": "demo",
     "ledger.watch": "watch",
+    "ledger.usecases": "usecases",
     "ledger.serve": "serve",
     "ledger.cli": "cli",
     "ledger.__main__": "cli",
@@ -53,6 +54,8 @@ ALLOWED = {
     "hook": {"model", "base", "store", "hook"},
     "demo": {"model", "base", "store", "logs", "analyze", "demo", "package"},
     "watch": {"model", "base", "store", "logs", "analyze", "watch"},
+    # what a front end asks, one call each
+    "usecases": {"model", "base", "store", "logs", "analyze", "watch", "usecases"},
     "cli": {
         "model",
         "base",
@@ -63,6 +66,7 @@ ALLOWED = {
         "importers",
         "demo",
         "watch",
+        "usecases",
         "serve",
         "cli",
         "package",
@@ -95,6 +99,7 @@ FORBIDDEN = {
     "store": {"click", "torch"},
     "hook": {"click", "pandas", "matplotlib"},
     "watch": {"click", "matplotlib", "torch"},
+    "usecases": {"click", "matplotlib", "torch"},
     # one call of the API per endpoint: no SQL, no analysis of its own, no click
     "serve": {"sqlalchemy", "click", "matplotlib", "torch", "alembic", "scipy", "numpy", "pandas"},
 }

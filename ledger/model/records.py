@@ -10,6 +10,8 @@ import math
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
+from ledger.model.summary import IngestSummary
+
 R = TypeVar("R", bound="Record")
 
 
@@ -327,7 +329,7 @@ class IngestResult(Record):
     reset: str | None  # "truncated", "replaced" or "reread" when the file was read again from 0
     fate: str
     fate_reason: str
-    summary: dict[str, Any]
+    summary: IngestSummary  # a dict: what the log amounts to (ledger.model.summary)
     run_created: bool = False  # this ingest made the run
     unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
     config: int = 0  # config items the log showed (run_config, source 'log')
