@@ -5,8 +5,8 @@ values, its step and rank counts those the ledger holds for the launch. It stays
 run time (what `--json` prints, byte for byte); these declarations say what it holds.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TypedDict reads `Required` from the evaluated
+# annotations (its required keys are lost when they are strings).
 from typing import Required, TypedDict
 
 
