@@ -1,9 +1,10 @@
 """Ingesting logs: incremental, idempotent, resumable.
 
 A log_file row keeps the byte offset reached, the sha256 of the bytes before it and the
-reader's state there. Ingesting again verifies that prefix (a shorter file was truncated,
-a different prefix means the file was replaced: both are read again from the start, and
-only the rows read from that log are removed), then reads only what was appended. Steps go
+reader's state there. Ingesting again places the cursor (ledger.store.cursor: a shorter
+file was truncated, a different prefix means the file was replaced; both are read again
+from the start, into a new launch, and only the rows read from that log are removed),
+resumes the reader, then reads only what was appended. Steps go
 in through the one step writer with ON CONFLICT DO NOTHING, so a re-read adds nothing
 twice. Bytes after the last line or redraw boundary (a bar being redrawn right now) are
 read for the run's fate but not stored until they are complete.
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -258,10 +259,7 @@ def read_log(
         check_owner(session, inv, run_row.id, file, info.st_size)
     cursor = Cursor.of(lf, file, info, packed=packed, cache=request.cache)
     if cursor.reset is not None:
-        # A trainer started again into its log: a new launch, the old one's rows kept.
-        launch = launches.begin(session, run_row, launches.LOG).number
-        lf = log_file_row(session, run_row.id, file, lf.format or "log", launch)
-        _forget(session, run_row.id, lf)
+        lf = _relaunch(session, run_row, file, lf)
     reader = _reader(session, run_row.id, lf, cursor, request)
     size, now, last_read = info.st_size, utcnow(), lf.ingested_at
     grew = size > (lf.size or 0) or cursor.reset is not None
@@ -273,13 +271,7 @@ def read_log(
     )
     summary = reader.summary(tail=tail, stalled=stalled)
     if created and not has_training_output(summary):
-        # no run is made for a file with nothing of training in it: raising rolls the
-        # transaction back; a run kept by a commit on the way goes now
-        what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
-        if checkpoints:
-            session.delete(run_row)
-            session.commit()
-        raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
+        _drop_run(session, run_row, file, summary, committed=checkpoints > 0)
     took = not done.rows.steps or _kept_own_rows(session, run_row.id, lf.id)
     _keep_place(lf, reader, cursor, size)
     if packed:
@@ -312,6 +304,27 @@ def read_log(
         launch=lf.launch,
         launch_fate=launches.fate_of(session, run_row, lf.launch),
     )
+
+
+def _relaunch(session: Session, run_row: m.Run, file: Path, lf: m.LogFile) -> m.LogFile:
+    """A trainer started again into its log: a new launch, the old one's rows kept; the
+    log's row in it, emptied."""
+    launch = launches.begin(session, run_row, launches.LOG).number
+    lf = log_file_row(session, run_row.id, file, lf.format or "log", launch)
+    _forget(session, run_row.id, lf)
+    return lf
+
+
+def _drop_run(
+    session: Session, run_row: m.Run, file: Path, summary: LogSummary, *, committed: bool
+) -> NoReturn:
+    """No run is made for a file with nothing of training in it: raising rolls the
+    transaction back; a run kept by a commit on the way goes now."""
+    what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
+    if committed:
+        session.delete(run_row)
+        session.commit()
+    raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
 
 
 def _reader(
