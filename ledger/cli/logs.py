@@ -10,7 +10,6 @@ import click
 
 from ledger.cli.app import cli, emit, json_option, live_output, run_option, warn, with_ledger
 from ledger.cli.params import NUMBER, TOKENS_PER_STEP, seconds
-from ledger.errors import BadContentError
 
 if TYPE_CHECKING:
     from ledger.model import records
@@ -204,37 +203,26 @@ def ingest(
     """
     if follow and len(logs) != 1:
         raise click.UsageError("--follow follows one log")
+    stdin = None
     if "-" in logs:
         if len(logs) != 1 or follow or run is None:
             raise click.UsageError("standard input (-) is ingested alone, with --run NAME")
-        from ledger.watch.sources import save_stream
+        logs, stdin = (), sys.stdin.buffer
+    from ledger.usecases.ingest import IngestRequest
+    from ledger.usecases.ingest import ingest as ingest_logs
 
-        logs = (str(save_stream(lg, run, sys.stdin.buffer)),)
-    if follow:
-        skipped: list[BadContentError] = []
-        results = [
-            _follow(lg, logs[0], run, patterns, tokens_per_step, interval, stall_after, as_json)
-        ]
-    else:
-        results, skipped = [], []
-        for log in logs:
-            bar = _progress_bar(log) if not as_json else None
-            try:
-                result = lg.ingest(
-                    log, run, patterns=patterns, tokens_per_step=tokens_per_step,
-                    progress=bar, stall_after=stall_after,
-                )  # fmt: skip
-                results.append(result)
-            except BadContentError as exc:  # one junk file among many: say so, read the rest
-                if len(logs) == 1:
-                    raise
-                warn(f"skipped: {exc}")
-                skipped.append(exc)
-            finally:
-                if bar is not None:
-                    bar.close()
-        if not results:
-            raise skipped[0]
+    request = IngestRequest(
+        logs, run, stdin=stdin, follow=follow, interval=interval, stall_after=stall_after,
+        patterns=patterns, tokens_per_step=tokens_per_step,
+    )  # fmt: skip
+    # Ctrl-C while following leaves the group's one line and exit status 130; every look
+    # before it is stored (each look is its own transaction).
+    outcome = ingest_logs(
+        lg, request, meter=None if as_json else _progress_bar,
+        on_look=None if as_json else lambda r: click.echo(_ingest_line(r), err=True),
+        on_skip=lambda exc: warn(f"skipped: {exc}"),
+    )  # fmt: skip
+    results = outcome.results
     for r in results:
         _warn_unread(r)
     emit(
@@ -242,7 +230,7 @@ def ingest(
         as_json,
         lambda _: "\n".join(_ingest_line(r) for r in results),
     )
-    if not follow and skipped:
+    if outcome.skipped:
         sys.exit(1)
 
 
@@ -270,33 +258,6 @@ def _ingest_line(r: records.IngestResult) -> str:
         f"{r.run}: {r.path}: {r.read_bytes:,} bytes read, {what}{unread}{reset}; "
         f"fate {r.fate}{reason}"
     )
-
-
-def _follow(
-    lg: Ledger,
-    log: str,
-    run: str | None,
-    patterns: tuple[str, ...],
-    tokens_per_step: float | None,
-    interval: float,
-    stall_after: float,
-    quiet: bool,
-) -> records.IngestResult:
-    """Drive the API's follower, saying each change on stderr; the last look's result."""
-    last = None
-    # Ctrl-C leaves the group's one line and exit status 130; every look before it is stored
-    # (each look is its own transaction).
-    from ledger.watch.follow import follow
-
-    for result in follow(
-        lg, log, run, interval=interval, patterns=patterns, tokens_per_step=tokens_per_step,
-        stall_after=stall_after,
-    ):  # fmt: skip
-        if not quiet:
-            click.echo(_ingest_line(result), err=True)
-        last = result
-    assert last is not None  # the follower yields at least the look that ended it
-    return last
 
 
 class _Bar:

@@ -4,7 +4,7 @@
     for text in blocks:                  # whole lines (ledger.logs.source.read_blocks)
         found = reader.feed(text)        # step rows, metric rows, events, config items
     saved = reader.save()                # JSON-able; LogReader.resume(saved) reads on
-    summary = reader.summary(tail=rest)  # on a copy: the fate, with an unfinished tail
+    summary = reader.summary(tail=rest)  # the fate, with an unfinished tail; reader unchanged
 
 The stages: the splitter (ledger.logs.lines) takes prefixes off and joins wrapped records;
 the classifier (`_classify`) names each line's shape: a step line (a learned template or
@@ -16,9 +16,11 @@ type; in strict mode (tests, `LEDGER_LOGS_STRICT=1`) the exception goes on up.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ledger.logs import events as ev
 from ledger.logs import jsonlines, metriclike, nvsmi, runconfig
@@ -164,19 +166,47 @@ class LogReader:
 
     def summary(self, *, tail: str = "", stalled: bool = False) -> LogSummary:
         """What the log amounts to if it ended here (after `tail`, the bytes after the last
-        complete line, when there are any). Read on a copy: this reader is unchanged."""
+        complete line, when there are any). This reader answers it itself, and is left as
+        it was: it reads `tail` and closes what is open, then puts its state back."""
         from ledger.logs.summary import build
 
-        copy = LogReader(
-            patterns=self.patterns, gpu_query=self.gpu_query, rows=False, strict=self.strict,
-            state=self.state.copy(),
+        with self._as_if_ended(tail):
+            return build(self.state, stalled=stalled)
+
+    def fate(self, *, tail: str = "", stalled: bool = False) -> tuple[str, str]:
+        """The log's fate and its reason if it ended here (`summary`'s), the reader unchanged."""
+        summary = self.summary(tail=tail, stalled=stalled)
+        return summary.fate, summary.fate_reason
+
+    @contextmanager
+    def _as_if_ended(self, tail: str) -> Iterator[None]:
+        """Read `tail` and end the input, as a reader resumed from `save()` and reading
+        only what a summary needs would; then put back the state (in place: the parts
+        hold it) and the parts' own memory, so reading goes on as if this never ran."""
+        st, shapes, steps = self.state, self.shapes, self.steps
+        kept = copy.deepcopy(st)  # exact: no round trip through JSON-able values
+        parts = (
+            self.tail, self.rec.out, self.rows, self.gap_hits, shapes.templates, shapes.last,
+            shapes.lean, steps.rows, steps.ranks, self.splitter.shared, self.splitter.shared_rx,
         )  # fmt: skip
-        copy.shapes.templates = list(self.shapes.templates)
-        copy.tail = self.tail
-        if tail:
-            copy.feed(tail)
-        copy.finish()
-        return build(copy.state, stalled=stalled)
+        # What a resumed reader starts with: the templates learned so far, no hot one yet.
+        self.rows = steps.rows = False
+        shapes.lean = True
+        shapes.templates, shapes.last = list(shapes.templates), None
+        steps.ranks = set(st.ranks)
+        self.gap_hits = 0
+        try:
+            if tail:
+                self.feed(tail)
+            self.finish()
+            yield
+        finally:
+            st.assign(kept)
+            (
+                self.tail, self.rec.out, self.rows, self.gap_hits, shapes.templates, shapes.last,
+                shapes.lean, steps.rows, steps.ranks, self.splitter.shared,
+                self.splitter.shared_rx,
+            ) = parts  # fmt: skip
 
     def _untagged(self, raw: str) -> str:
         try:

@@ -2,8 +2,8 @@
 
 Everything the reader must remember to go on reading a file from where it stopped lives
 here, and nowhere else: a field is declared once and `to_dict()` / `from_dict()` follow
-the declarations. Every part is bounded, so a copy is cheap (the fate of a log is decided
-on a copy, with the unfinished tail read into it).
+the declarations. Every part is bounded, so a copy is cheap (the reader decides a log's
+fate by reading the unfinished tail into its own state, then puts back a copy taken before).
 """
 
 from __future__ import annotations
@@ -49,6 +49,17 @@ class Serial:
 
     def copy(self: T) -> T:
         return type(self).from_dict(self.to_dict())
+
+    def assign(self: T, other: T) -> None:
+        """Take `other`'s values in place. A nested Serial is kept and filled in turn, so
+        that a part of the reader holding a piece of this state (the splitter holds the
+        line state) goes on holding the live one."""
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  # subclasses are dataclasses
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, Serial) and type(mine) is type(theirs):
+                mine.assign(theirs)
+            else:
+                setattr(self, f.name, theirs)
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

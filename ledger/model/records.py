@@ -11,6 +11,7 @@ import math
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
+from ledger.model.summary import IngestSummary
 from ledger.model.terms import (
     ComparisonKind,
     EventKind,
@@ -341,7 +342,7 @@ class IngestResult(Record):
     reset: str | None  # "truncated", "replaced" or "reread" when the file was read again from 0
     fate: Fate
     fate_reason: str
-    summary: dict[str, Any]
+    summary: IngestSummary  # a dict: what the log amounts to (ledger.model.summary)
     run_created: bool = False  # this ingest made the run
     unread_lines: int = 0  # lines of the log the reader could not read (summary["unread"])
     config: int = 0  # config items the log showed (run_config, source 'log')

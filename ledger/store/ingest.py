@@ -1,9 +1,10 @@
 """Ingesting logs: incremental, idempotent, resumable.
 
 A log_file row keeps the byte offset reached, the sha256 of the bytes before it and the
-reader's state there. Ingesting again verifies that prefix (a shorter file was truncated,
-a different prefix means the file was replaced: both are read again from the start, and
-only the rows read from that log are removed), then reads only what was appended. Steps go
+reader's state there. Ingesting again places the cursor (ledger.store.cursor: a shorter
+file was truncated, a different prefix means the file was replaced; both are read again
+from the start, into a new launch, and only the rows read from that log are removed),
+resumes the reader, then reads only what was appended. Steps go
 in through the one step writer with ON CONFLICT DO NOTHING, so a re-read adds nothing
 twice. Bytes after the last line or redraw boundary (a bar being redrawn right now) are
 read for the run's fate but not stored until they are complete.
@@ -25,9 +26,9 @@ import stat as stat_
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -37,8 +38,13 @@ from ledger.db.types import driver_time, utcnow
 from ledger.errors import BadContentError, ConflictError, InputFileError, UsageError
 from ledger.model import records
 from ledger.model.records import StepWrite
-from ledger.model.terms import Fate
+from ledger.model.summary import IngestSummary
+from ledger.model.terms import STEP_COLUMNS, Fate
 from ledger.store import gate, launches
+from ledger.store.config_rows import Keep
+from ledger.store.config_rows import write_config as write_config
+from ledger.store.cursor import Cursor
+from ledger.store.cursor import PrefixCache as PrefixCache
 from ledger.store.lookup import ensure_run, insert_if_missing
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter, forget_log_rows, insert_statement
@@ -46,7 +52,8 @@ from ledger.store.steps import latest_launch as latest
 from ledger.store.units import house_spelling
 
 if TYPE_CHECKING:
-    from ledger.model.logs import Found
+    from ledger.logs.reader import LogReader
+    from ledger.model.logs import Found, LogSummary
 
 BATCH_ROWS = 100_000
 # An ingest commits what it read this often, so another writer (a `hypothesis add`, a
@@ -54,17 +61,10 @@ BATCH_ROWS = 100_000
 # ingest of a 2 GB log, instead of for the whole read.
 COMMIT_EVERY_S = 1.0
 STALL_AFTER_S = 300.0  # a log that has not grown for this long, while running, is stalled
+# Step columns only the hook measures: a log never says them (revision 0005's wait_s).
+HOOK_ONLY_COLUMNS = ("wait_s",)
 # The values of a step row as the log reader makes them, after (rank, step).
-READER_COLUMNS = (
-    "wall_time",
-    "step_time_s",
-    "gpu_time_s",
-    "tokens",
-    "throughput",
-    "loss",
-    "memory_allocated_mib",
-    "memory_reserved_mib",
-)
+READER_COLUMNS = tuple(c for c in STEP_COLUMNS if c not in HOOK_ONLY_COLUMNS)
 EVENT_COLUMNS = (
     "run_id", "log_file_id", "line", "kind", "text", "rank", "step", "created_at", "launch",
 )  # fmt: skip
@@ -113,32 +113,6 @@ def check_readable(file: Path) -> None:
         )
     if not os.access(file, os.R_OK):
         raise InputFileError(f"cannot read {file}: permission denied")
-
-
-@dataclass
-class PrefixCache:
-    """What a follower remembers between looks at a growing log, so a 2 GB log is not
-    hashed again on every look: per log file, the offset, its sha256 and the running
-    digest, the inode and the first bytes (the file must still be the same one)."""
-
-    entries: dict[int, tuple[int, str | None, Any, int, bytes]] = field(default_factory=dict)
-
-    def known(self, lf: m.LogFile, file: Path, inode: int) -> Any:
-        found = self.entries.get(lf.id)
-        if found is None:
-            return None
-        offset, sha, digest, known_inode, head = found
-        if (offset, sha, known_inode) != (lf.offset, lf.sha256, inode):
-            return None
-        with file.open("rb") as handle:
-            if handle.read(len(head)) != head:
-                return None
-        return digest.copy()
-
-    def remember(self, lf: m.LogFile, file: Path, inode: int, digest: Any) -> None:
-        with file.open("rb") as handle:
-            head = handle.read(min(4096, lf.offset))
-        self.entries[lf.id] = (lf.offset, lf.sha256, digest.copy(), inode, head)
 
 
 @dataclass(frozen=True)
@@ -228,19 +202,24 @@ def _owned(file: Path, run: str, path: str) -> ConflictError:
     )
 
 
+def _keep_place(lf: m.LogFile, reader: LogReader, cursor: Cursor, size: int) -> None:
+    """Write into the log's row where a later ingest goes on from."""
+    lf.offset = cursor.offset
+    lf.size = max(size, cursor.offset)
+    lf.lines = reader.state.line - 1
+    lf.unread_lines = reader.state.unread
+    lf.sha256 = cursor.sha256
+    lf.state = json.dumps(reader.save(), allow_nan=False)
+
+
 def _commit_so_far(
-    session: Session, lf: m.LogFile, reader: Any, offset: int, size: int, digest: Any
+    session: Session, lf: m.LogFile, reader: LogReader, cursor: Cursor, size: int
 ) -> None:
     """Keep what an ingest has read so far (its rows, and the log's offset, hash and reader
     state at a line boundary: a later ingest resumes from there) and let other writers in
     until the next batch. A run made by this ingest is kept even if no training output has
     come yet: the ingest's end removes it if none comes at all."""
-    lf.offset = offset
-    lf.size = max(size, offset)
-    lf.lines = reader.state.line - 1
-    lf.unread_lines = reader.state.unread
-    lf.sha256 = digest.hexdigest()
-    lf.state = json.dumps(reader.save(), allow_nan=False)
+    _keep_place(lf, reader, cursor, size)
     session.commit()  # the rows stay readable (expire_on_commit is off): no query till then
 
 
@@ -255,164 +234,189 @@ def _still_ours(session: Session, lf: m.LogFile) -> None:
         )
 
 
-def has_training_output(summary: dict[str, Any], fate: str) -> bool:
+def has_training_output(summary: LogSummary) -> bool:
     """Steps, a bar, an event or a fate: something a training program printed."""
-    return (
-        bool(summary.get("steps") or summary.get("progress") or summary.get("events"))
-        or fate != Fate.UNKNOWN
+    return bool(summary.steps or summary.progress or summary.events) or (
+        summary.fate != Fate.UNKNOWN
     )
 
 
 def read_log(
     session: Session, inv: int, file: Path, run: str, request: LogRequest
 ) -> records.IngestResult:
-    """Read what is new in `file` into `run` (created if new), in the session's transaction.
-    A gzip log is read as what it holds: its offsets and hashes are of the text inside."""
-    from ledger.logs.reader import LogReader
-    from ledger.logs.source import STREAM_ERRORS, is_gzip, open_log, read_blocks
-    from ledger.model.logs import Found
-
+    """Read what is new in `file` into `run` (created if new), in the session's transaction:
+    find the rows, place the cursor (starting again in a new launch when the file was
+    truncated or replaced), resume the reader, read and store, then keep the place."""
     run_row, created = ensure_run(session, inv, run)
     if created:
         launches.first_source(session, run_row, launches.WATCH if request.fresh else launches.LOG)
+    from ledger.logs.source import is_gzip
+
     packed = is_gzip(file)
     lf = log_file_row(session, run_row.id, file, "gzip" if packed else "log")
     info = file.stat()
     if not lf.offset and not request.fresh:
         check_owner(session, inv, run_row.id, file, info.st_size)
-    size = info.st_size
-    offset = lf.offset or 0
-    digest = hashlib.sha256()
-    reset = None
-    if offset > size and not packed:
-        reset = "truncated"
-    elif offset:
-        cached = request.cache.known(lf, file, info.st_ino) if request.cache else None
-        prefix = cached or _hash_prefix(file, offset)
-        if prefix.hexdigest() != lf.sha256:
-            reset = "replaced"
-        else:
-            digest = prefix
-    if reset is not None:
-        # A trainer started again into its log: a new launch, the old one's rows kept.
-        launch = launches.begin(session, run_row, launches.LOG).number
-        lf = log_file_row(session, run_row.id, file, lf.format or "log", launch)
-        _forget(session, run_row.id, lf)
-        offset, digest = 0, hashlib.sha256()
-    patterns, per_step = request.patterns, request.tokens_per_step
-    try:
-        reader = LogReader(patterns=patterns, tokens_per_step=per_step)  # checks the patterns
-        if offset:
-            saved = json.loads(lf.state) if lf.state else None
-            resumed = LogReader.resume(saved, patterns=patterns, tokens_per_step=per_step)
-            if resumed is None:  # a state this version cannot use: read it all again
-                _forget(session, run_row.id, lf)
-                offset, digest, reset = 0, hashlib.sha256(), reset or "reread"
-            else:
-                reader = resumed
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    now = utcnow()
-    grew = size > (lf.size or 0) or reset is not None
-    last_read = lf.ingested_at
-    stalled = (
-        not grew
-        and last_read is not None
-        and now - last_read >= timedelta(seconds=request.stall_after)
-    )
-    start = offset
+    cursor = Cursor.of(lf, file, info, packed=packed, cache=request.cache)
+    if cursor.reset is not None:
+        lf = _relaunch(session, run_row, file, lf)
+    reader = _reader(session, run_row.id, lf, cursor, request)
+    size, now, last_read = info.st_size, utcnow(), lf.ingested_at
+    grew = size > (lf.size or 0) or cursor.reset is not None
+    stalled = _stalled(grew, last_read, now, request.stall_after)
+    start = cursor.offset
     session.connection()
-    writer = LaunchWriter(session, run_row, lf)
-    done = Stored()
-    pending = Found()
-    tail = ""
-    # One thread: a writer thread was tried, and the GIL hand-over between binding rows
-    # and parsing lines cost more than the overlap won.
-    committed, checkpoints = time.monotonic(), 0
-    sqlite = session.get_bind().dialect.name == "sqlite"
-    # One thread: a writer thread was tried, and the GIL hand-over between binding rows
-    # and parsing lines cost more than the overlap won.
-    with open_log(file) as handle:
-        handle.seek(offset)
-        try:
-            for text, end, complete in read_blocks(handle, offset=offset, digest=digest):
-                if not complete:
-                    tail = text
-                    break
-                pending.extend(reader.feed(text))
-                offset = end
-                batch = len(pending.steps) + len(pending.metrics) >= BATCH_ROWS
-                due = sqlite and time.monotonic() - committed >= request.commit_every_s
-                if batch or due:
-                    # SQLite: parsing holds no lock; the write transaction begins here,
-                    # with the batch, and ends with it. PostgreSQL locks rows, not the
-                    # file: the log's row stays locked for the whole read, so that eight
-                    # shells following one log take turns.
-                    if checkpoints:
-                        _still_ours(session, lf)
-                    done.add(_store(session, writer, pending))
-                    pending = Found()
-                    if sqlite:
-                        _commit_so_far(session, lf, reader, offset, size, digest)
-                        writer.writer = None  # its connection went back with the commit
-                        checkpoints += 1
-                        committed = time.monotonic()
-                if request.progress is not None:
-                    request.progress(offset, size)
-        except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
-            cut = f"compressed stream cut short ({type(exc).__name__})"
-            reader.rec.unread(reader.state.line, cut)
-    if checkpoints:
-        _still_ours(session, lf)
-    done.add(_store(session, writer, pending))
-    # The fate reads the unfinished tail and closes what is open, on a copy of the state.
+    done, tail, checkpoints = _read_and_store(
+        session, LaunchWriter(session, run_row, lf), reader, cursor, file, size, request
+    )
     summary = reader.summary(tail=tail, stalled=stalled)
-    data = summary.to_dict()
-    if created and not has_training_output(data, summary.fate):
-        # no run is made for a file with nothing of training in it: raising rolls the
-        # transaction back; a run kept by a commit on the way goes now
-        what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
-        if checkpoints:
-            session.delete(run_row)
-            session.commit()
-        raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
+    if created and not has_training_output(summary):
+        _drop_run(session, run_row, file, summary, committed=checkpoints > 0)
     took = not done.rows.steps or _kept_own_rows(session, run_row.id, lf.id)
-    lf.offset = offset
-    lf.size = max(size, offset) if not packed else size  # it may have grown while read
-    lf.lines = reader.state.line - 1
-    lf.unread_lines = reader.state.unread
-    lf.sha256 = digest.hexdigest()
+    _keep_place(lf, reader, cursor, size)
+    if packed:
+        lf.size = size  # (the text inside is longer than the file; it may have grown)
     if request.cache is not None:
-        request.cache.remember(lf, file, info.st_ino, digest)
-    lf.state = json.dumps(reader.save(), allow_nan=False)
+        request.cache.remember(lf, file, info.st_ino, cursor.digest)
     if grew or last_read is None:
         lf.ingested_at = now
     if took:  # the gate redacts and bounds the reason
         launches.set_fate(session, run_row, lf.launch, summary.fate, summary.fate_reason)
     if summary.throughput.unit and not run_row.throughput_unit:
         run_row.throughput_unit = house_spelling(session, run_row, summary.throughput.unit)
-    steps, ranks, _ = step_counts(session, run_row.id, lf.launch)
-    data["steps"], data["ranks"] = steps, ranks
     return records.IngestResult(
         run=run_row.name,
         path=lf.path,
         log_file_id=lf.id,
-        read_bytes=offset - start,
-        offset=offset,
+        read_bytes=cursor.offset - start,
+        offset=cursor.offset,
         lines=lf.lines,
         steps=done.rows.steps,
         metrics=done.rows.metrics,
         events=done.events,
-        reset=reset,
+        reset=cursor.reset,
         fate=run_row.fate,
         fate_reason=(summary.fate_reason if took else run_row.fate_reason) or "",
-        summary=data,
+        summary=_summary(session, run_row.id, lf.launch, summary),
         run_created=created,
         unread_lines=lf.unread_lines,
         config=done.config,
         launch=lf.launch,
         launch_fate=launches.fate_of(session, run_row, lf.launch),
     )
+
+
+def _relaunch(session: Session, run_row: m.Run, file: Path, lf: m.LogFile) -> m.LogFile:
+    """A trainer started again into its log: a new launch, the old one's rows kept; the
+    log's row in it, emptied."""
+    launch = launches.begin(session, run_row, launches.LOG).number
+    lf = log_file_row(session, run_row.id, file, lf.format or "log", launch)
+    _forget(session, run_row.id, lf)
+    return lf
+
+
+def _drop_run(
+    session: Session, run_row: m.Run, file: Path, summary: LogSummary, *, committed: bool
+) -> NoReturn:
+    """No run is made for a file with nothing of training in it: raising rolls the
+    transaction back; a run kept by a commit on the way goes now."""
+    what = summary.fate_reason if summary.content != "log" else "no step, bar or event"
+    if committed:
+        session.delete(run_row)
+        session.commit()
+    raise NoTrainingOutput(f"{file} holds no training output ({what}); no run made")
+
+
+def _reader(
+    session: Session, run_id: int, lf: m.LogFile, cursor: Cursor, request: LogRequest
+) -> LogReader:
+    """A reader going on from the log's saved state, or a new one at offset 0 (when the
+    state is one this version cannot use, the log's rows go and it is read again)."""
+    from ledger.logs.reader import LogReader
+
+    patterns, per_step = request.patterns, request.tokens_per_step
+    try:
+        reader = LogReader(patterns=patterns, tokens_per_step=per_step)  # checks the patterns
+        if not cursor.offset:
+            return reader
+        saved = json.loads(lf.state) if lf.state else None
+        resumed = LogReader.resume(saved, patterns=patterns, tokens_per_step=per_step)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if resumed is None:  # a state this version cannot use: read it all again
+        _forget(session, run_id, lf)
+        cursor.restart("reread")
+        return reader
+    return resumed
+
+
+def _stalled(grew: bool, last_read: datetime | None, now: datetime, after: float) -> bool:
+    """A log that has not grown since a read at least `after` seconds ago."""
+    return not grew and last_read is not None and now - last_read >= timedelta(seconds=after)
+
+
+def _read_and_store(
+    session: Session,
+    writer: LaunchWriter,
+    reader: LogReader,
+    cursor: Cursor,
+    file: Path,
+    size: int,
+    request: LogRequest,
+) -> tuple[Stored, str, int]:
+    """Read the log from the cursor to its last complete line, storing as it goes; what
+    was stored, the unfinished tail (read for the fate only) and the commits on the way.
+
+    SQLite: parsing holds no lock; a write transaction begins with each batch (every
+    BATCH_ROWS rows or `commit_every_s`) and ends with it, at a line boundary. PostgreSQL
+    locks rows, not the file: the log's row stays locked for the whole read, so that eight
+    shells following one log take turns. One thread: a writer thread was tried, and the GIL
+    hand-over between binding rows and parsing lines cost more than the overlap won."""
+    from ledger.logs.source import STREAM_ERRORS, open_log, read_blocks
+    from ledger.model.logs import Found
+
+    lf = writer.lf
+    done, pending, tail = Stored(), Found(), ""
+    committed, checkpoints = time.monotonic(), 0
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    with open_log(file) as handle:
+        handle.seek(cursor.offset)
+        blocks = read_blocks(handle, offset=cursor.offset, digest=cursor.digest)
+        try:
+            for text, end, complete in blocks:
+                if not complete:
+                    tail = text
+                    break
+                pending.extend(reader.feed(text))
+                cursor.advance(end)
+                batch = len(pending.steps) + len(pending.metrics) >= BATCH_ROWS
+                due = sqlite and time.monotonic() - committed >= request.commit_every_s
+                if batch or due:
+                    if checkpoints:
+                        _still_ours(session, lf)
+                    done.add(_store(session, writer, pending))
+                    pending = Found()
+                    if sqlite:
+                        _commit_so_far(session, lf, reader, cursor, size)
+                        writer.writer = None  # its connection went back with the commit
+                        checkpoints += 1
+                        committed = time.monotonic()
+                if request.progress is not None:
+                    request.progress(cursor.offset, size)
+        except STREAM_ERRORS as exc:  # a gzip cut short: what came before it is stored
+            cut = f"compressed stream cut short ({type(exc).__name__})"
+            reader.rec.unread(reader.state.line, cut)
+    if checkpoints:
+        _still_ours(session, lf)
+    done.add(_store(session, writer, pending))
+    return done, tail, checkpoints
+
+
+def _summary(session: Session, run_id: int, launch: int, summary: LogSummary) -> IngestSummary:
+    """The log's summary as plain values, its steps and ranks those the launch now holds."""
+    data = cast(IngestSummary, summary.to_dict())  # LogSummary's fields: IngestSummary's keys
+    data["steps"], data["ranks"], _ = step_counts(session, run_id, launch)
+    return data
 
 
 class NoTrainingOutput(BadContentError):
@@ -447,22 +451,6 @@ class Stored:
         self.rows += other.rows
         self.events += other.events
         self.config += other.config
-
-
-def _hash_prefix(file: Path, length: int) -> Any:
-    """The sha256 of the first `length` bytes of what the log holds (gzip: decompressed)."""
-    from ledger.logs.source import open_log
-
-    digest = hashlib.sha256()
-    left = length
-    with open_log(file) as handle:
-        while left > 0:
-            chunk = handle.read(min(left, 1 << 20))
-            if not chunk:
-                break
-            digest.update(chunk)
-            left -= len(chunk)
-    return digest
 
 
 def _forget(session: Session, run_id: int, lf: m.LogFile) -> None:
@@ -530,36 +518,13 @@ def _store(session: Session, launch_writer: LaunchWriter, found: Found) -> Store
         )
         done.events = len(found.events)
     if found.config:
-        done.config = write_config(session, run_id, "log", [(c.key, c.value) for c in found.config])
+        items = [(c.key, c.value) for c in found.config]
+        done.config = write_config(session, run_id, "log", items, keep=Keep.LAST)
     return done
 
 
 def _event_text(text: str) -> str:
     return str(gate.clean("log_event", "text", text))
-
-
-def write_config(session: Session, run_id: int, source: str, items: list[tuple[str, str]]) -> int:
-    """What a run ran with, into run_config: one value per (run, source, key), the last one
-    told winning. (The store's gate redacts the values, and masks those of secret keys.)"""
-    if not items:
-        return 0
-    latest = {key[:500]: value for key, value in items}
-    rows = session.scalars(
-        select(m.RunConfig).where(
-            m.RunConfig.run_id == run_id,
-            m.RunConfig.source == source,
-            m.RunConfig.key.in_(list(latest)),
-        )
-    )
-    known = {row.key: row for row in rows}
-    for key, value in latest.items():
-        row = known.get(key)
-        if row is None:
-            session.add(m.RunConfig(run_id=run_id, source=source, key=key, value=value))
-        else:
-            row.value = value
-    session.flush()
-    return len(latest)
 
 
 def log_events(session: Session, run_id: int, kind: str | None) -> list[dict[str, Any]]:

@@ -25,13 +25,13 @@ from ledger.model import records
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import FAILED_FATES, IN_PROGRESS_FATES, Fate
 from ledger.store import gate, launches
+from ledger.store.config_rows import Keep, write_config
 from ledger.store.lookup import ensure_run, run_row
 from ledger.store.runs import step_counts
 from ledger.store.steps import StepWriter
 
 _RUN = cast(Table, m.Run.__table__)  # Core updates: atomic increments, conditional fates
 _GPU = cast(Table, m.GpuSample.__table__)
-_CONFIG = cast(Table, m.RunConfig.__table__)
 CHUNK = 256  # rows per executemany, with the GIL handed back between chunks
 
 # Which fates a rank's new fate may replace. A failure never replaces another failure: the
@@ -120,7 +120,7 @@ def write_batch(
     the rows that could not be stored), the hook's cost, the run's configuration (source
     'hook', the first value of a key stands), NVML samples, then fate changes in order."""
     if config:
-        write_config(conn, run_id, config, source="hook")
+        write_config(conn, run_id, "hook", config, keep=Keep.FIRST)
     if gpus:
         conn.execute(
             insert(_GPU), [gate.clean_values("gpu_sample", {**g, "run_id": run_id}) for g in gpus]
@@ -154,34 +154,6 @@ def write_batch(
     for change in fates:
         _apply_fate(conn, run_id, change)
     return report
-
-
-def write_config(conn: Connection, run_id: int, items: Mapping[str, str], *, source: str) -> None:
-    """run_config rows through the gate (redacted; masked whole when the key names a
-    secret); a key already there for this source keeps its first value."""
-    rows = [
-        gate.clean_values(
-            "run_config",
-            {"run_id": run_id, "source": source, "key": _text(k), "value": _text(v)},
-        )
-        for k, v in items.items()
-    ]
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        conn.execute(postgresql.insert(_CONFIG).on_conflict_do_nothing(), rows)
-    else:
-        from sqlalchemy.dialects import sqlite
-
-        conn.execute(sqlite.insert(_CONFIG).on_conflict_do_nothing(), rows)
-
-
-def _text(value: Any) -> str:
-    """Text both databases accept: a lone surrogate escaped, no NUL."""
-    text = value if isinstance(value, str) else str(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def summary(session: Session, inv: int, run: str) -> records.MeterSummary:

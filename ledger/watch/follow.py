@@ -1,7 +1,8 @@
 """Following a growing log: ingest it again every few seconds, until it ends.
 
-What `ledger ingest --follow` drives, and the file source under `ledger watch`. Each look
-is one ingest (one transaction): an interrupt loses nothing that an earlier look stored.
+What the ingest use case drives when told to follow (`ledger ingest --follow`), and the
+file source under `ledger watch`. Each look is one ingest (one transaction): an interrupt
+loses nothing that an earlier look stored.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING
 from ledger.errors import InputFileError
 from ledger.model import records
 from ledger.model.terms import FINAL_FATES
-from ledger.store.ingest import STALL_AFTER_S, NoTrainingOutput, PrefixCache
+from ledger.store.cursor import PrefixCache
+from ledger.store.ingest import STALL_AFTER_S, NoTrainingOutput
 
 if TYPE_CHECKING:
     from ledger.usecases.ledger import Ledger

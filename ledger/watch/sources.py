@@ -86,7 +86,8 @@ class LogSource:
                 f"{self.path} was {result.reset}: read again from the start, as launch "
                 f"{result.launch} of {result.run}"
             )
-        progress = result.summary.get("progress") if isinstance(result.summary, dict) else None
+        bar = result.summary.get("progress")
+        progress = dict(bar) if bar is not None else None
         fate = result.launch_fate or result.fate
         return Look(grew, fate, result.fate_reason, progress, note, launch=result.launch)
 
