@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ledger.analyze.robust import median
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -170,8 +172,13 @@ def build_trace(columns: StepColumns) -> Trace:
     if keep.any():
         # a value a million times off the run's median is a unit or parsing accident, not
         # a slow step; leaving it in would only overflow the arithmetic
-        middle = float(np.median(per_step[keep]))
-        keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
+        usable = per_step[keep]
+        low, high = float(usable.min()), float(usable.max())
+        # the median lies between the extremes, so when they are within the range of each
+        # other every value is within it of the median: a median of a million steps saved
+        if not high < low * PLAUSIBLE_RANGE:
+            middle = median(usable)
+            keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
 
     def kept(name: str) -> np.ndarray | None:
         column = per_step_extra[name]
