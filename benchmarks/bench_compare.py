@@ -18,13 +18,16 @@ With `--processes`, each figure is instead a whole fresh process, as a user runs
 interleaved repetitions ordered round-robin: `python -c <raw fetch>` (a plain sqlite3 fetch
 of both runs' (step, throughput) rows, its interpreter start included: the reference),
 `ledger compare A B`, and a `python -c` that opens the ledger and builds both steps frames.
-`--db PATH` reuses a ledger built before (by this script, `--keep PATH`), in either mode.
+Each process's CPU seconds are printed too, with their ratios (steadier than the wall
+clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
+`--keep PATH`), in either mode.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -98,15 +101,22 @@ def processes(path: Path, repeat: int) -> None:
         "frames": [sys.executable, "-c", FRAMES, str(path), *RUNS],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
+    # CPU seconds of each child (user + system, its threads included): on a shared
+    # machine the wall clock mostly measures the neighbours, the CPU far less
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     env = dict(os.environ)
     for argv in commands.values():  # once each first: page cache, .pyc files
         subprocess.run(argv, check=True, capture_output=True, env=env)
     for _ in range(repeat):
         for name, argv in commands.items():
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True, env=env)
             times[name].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
     med = {k: statistics.median(v) for k, v in times.items()}
+    in_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"whole processes, medians of {repeat}, round-robin")
     print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
     print(
@@ -119,6 +129,11 @@ def processes(path: Path, repeat: int) -> None:
     )
     for name, values in times.items():
         print(f"    {name}: " + " ".join(f"{v:.3f}" for v in values))
+    print(
+        f"  CPU seconds (medians): raw {in_cpu['raw']:.3f}, compare {in_cpu['compare']:.3f} "
+        f"({in_cpu['compare'] / in_cpu['raw']:.2f}x), frames {in_cpu['frames']:.3f} "
+        f"({in_cpu['frames'] / in_cpu['raw']:.2f}x)"
+    )
 
 
 def main() -> None:
