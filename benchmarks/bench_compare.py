@@ -18,13 +18,16 @@ With `--processes`, each figure is instead a whole fresh process, as a user runs
 interleaved repetitions ordered round-robin: `python -c <raw fetch>` (a plain sqlite3 fetch
 of both runs' (step, throughput) rows, its interpreter start included: the reference),
 `ledger compare A B`, and a `python -c` that opens the ledger and builds both steps frames.
-`--db PATH` reuses a ledger built before (by this script, `--keep PATH`).
+Each process's CPU seconds are printed too, with their ratios (steadier than the wall
+clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
+`--keep PATH`), in either mode.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -98,15 +101,22 @@ def processes(path: Path, repeat: int) -> None:
         "frames": [sys.executable, "-c", FRAMES, str(path), *RUNS],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
+    # CPU seconds of each child (user + system, its threads included): on a shared
+    # machine the wall clock mostly measures the neighbours, the CPU far less
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     env = dict(os.environ)
     for argv in commands.values():  # once each first: page cache, .pyc files
         subprocess.run(argv, check=True, capture_output=True, env=env)
     for _ in range(repeat):
         for name, argv in commands.items():
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True, env=env)
             times[name].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
     med = {k: statistics.median(v) for k, v in times.items()}
+    in_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"whole processes, medians of {repeat}, round-robin")
     print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
     print(
@@ -119,6 +129,11 @@ def processes(path: Path, repeat: int) -> None:
     )
     for name, values in times.items():
         print(f"    {name}: " + " ".join(f"{v:.3f}" for v in values))
+    print(
+        f"  CPU seconds (medians): raw {in_cpu['raw']:.3f}, compare {in_cpu['compare']:.3f} "
+        f"({in_cpu['compare'] / in_cpu['raw']:.2f}x), frames {in_cpu['frames']:.3f} "
+        f"({in_cpu['frames'] / in_cpu['raw']:.2f}x)"
+    )
 
 
 def main() -> None:
@@ -144,10 +159,11 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ledger.db"
-        t0 = time.perf_counter()
-        build(path, args.steps)
-        print(f"built 2 runs x {args.steps:,} steps in {time.perf_counter() - t0:.1f} s")
+        path = args.db or Path(tmp) / "ledger.db"
+        if args.db is None:
+            t0 = time.perf_counter()
+            build(path, args.steps)
+            print(f"built 2 runs x {args.steps:,} steps in {time.perf_counter() - t0:.1f} s")
 
         runs = ["eager_unpadded", "eager_dynamiccopy"]
         raw = sqlite3.connect(path)
@@ -181,11 +197,14 @@ def main() -> None:
         times: dict[str, list[float]] = {
             "raw": [], "read": [], "compare": [], "analysis": [], "frame": []
         }  # fmt: skip
+        cpu: list[float] = []  # the analysis in CPU seconds: what a loaded machine inflates less
         for _ in range(args.repeat):  # interleaved, so a busy moment hits all alike
             times["raw"].append(timed(raw_fetch))
             times["read"].append(timed(read))
             times["compare"].append(timed(compare))
+            start_cpu = time.process_time()
             times["analysis"].append(timed(analysis))
+            cpu.append(time.process_time() - start_cpu)
             times["frame"].append(timed(frame))
         lg.close()
         raw.close()
@@ -202,7 +221,10 @@ def main() -> None:
         f"  Ledger.compare (read + analysis)      {med['compare']:7.3f} s   "
         f"{med['compare'] / med['raw']:.2f}x raw (goal <= 0.8x)"
     )
-    print(f"  analysis alone (arrays in memory)     {med['analysis']:7.3f} s")
+    print(
+        f"  analysis alone (arrays in memory)     {med['analysis']:7.3f} s   "
+        f"({statistics.median(cpu):.3f} s of CPU)"
+    )
     print(
         f"  Ledger.steps_frame, both runs         {med['frame']:7.3f} s   "
         f"{med['frame'] / med['raw']:.2f}x raw"

@@ -98,3 +98,37 @@ def test_labelled_read_agrees_with_the_sql_mapping(
     assert direct.equals(mapped)
     assert sorted(set(direct["name"])) == ["A_lr", "b_norm", "zz_late", "é"]
     assert len(direct) == 3 * 3000 + 1
+
+
+@pytest.mark.parametrize("held", ["all", "some"])
+def test_step_columns_read_the_same_whichever_way_sqlite_takes(
+    lg: ledger.Ledger, held: str
+) -> None:
+    # every analysed column held from the first step: one scan of all of them; a column
+    # empty early on: a count of the columns, then a read of those that hold something
+    # (without the steps, which are consecutive) — a later value must still be found
+    rows: list[dict[str, object]] = []
+    for i in range(12_000):
+        row: dict[str, object] = {"step": 5 + i, "throughput": 1000.0 + i % 7, "tokens": 64}
+        if held == "all" or i >= 11_000:
+            row.update(step_time_s=0.064, wait_s=0.001 * (i % 3), wall_time=1.7e9 + i * 0.07)
+        rows.append(row)
+    lg.add_steps("r", rows, throughput_unit="tok/s")
+    cols = lg.step_columns("r")
+    assert cols.step.tolist() == list(range(5, 12_005))
+    assert cols.throughput is not None and cols.throughput.tolist() == [
+        1000.0 + i % 7 for i in range(12_000)
+    ]
+    assert cols.wall_time is not None and cols.wait_s is not None
+    assert np.isnan(cols.wall_time).sum() == (0 if held == "all" else 11_000)
+    assert cols.wall_time[-1] == pytest.approx(1.7e9 + 11_999 * 0.07)
+    assert np.nansum(cols.wait_s) == pytest.approx(
+        sum(0.001 * (i % 3) for i in range(12_000) if held == "all" or i >= 11_000)
+    )
+    if lg.engine.dialect.name == "sqlite":
+        from ledger.store.compare import _all_held_early
+
+        with lg.engine.connect() as conn:
+            (run_id,) = conn.exec_driver_sql("SELECT id FROM run WHERE name = 'r'").one()
+            where = "FROM step WHERE run_id = ? AND launch = ?"
+            assert _all_held_early(conn, where, (run_id, 1)) is (held == "all")

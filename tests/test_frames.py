@@ -92,3 +92,33 @@ def test_an_unknown_run_is_named_with_the_closest(lg: ledger.Ledger) -> None:
     for read in (lg.wide_frame, lg.metrics_frame, lg.steps_frame):
         with pytest.raises(NotFoundError, match="eager_unpadded"):
             read("eager_unpaded")
+
+
+def test_steps_frame_of_one_rank_is_the_same_with_consecutive_steps_or_not(
+    lg: ledger.Ledger,
+) -> None:
+    # consecutive steps of one rank are not read row by row (rank and step are known
+    # from the key's ends); a run with a gap is read whole: both frames must agree
+    def rows(steps: list[int]) -> list[dict[str, object]]:
+        return [
+            {
+                "step": s,
+                "rank": 2,
+                "throughput": 1000.0 + s % 13,
+                "loss": math.nan if s % 5 else 1.0,
+            }
+            for s in steps
+        ]
+
+    lg.add_steps("dense", rows(list(range(10, 15_010))))
+    lg.add_steps("gappy", rows([*range(10, 7_000), *range(7_001, 15_011)]))
+    dense = lg.steps_frame("dense", ["throughput", "loss"])
+    gappy = lg.steps_frame("gappy", ["throughput", "loss"])
+    assert list(dense.columns) == list(gappy.columns) == ["rank", "step", "throughput", "loss"]
+    assert dense.dtypes.to_dict() == gappy.dtypes.to_dict()
+    assert dense["step"].tolist() == list(range(10, 15_010))
+    assert (dense["rank"] == 2).all()
+    assert dense["throughput"].tolist() == [1000.0 + s % 13 for s in range(10, 15_010)]
+    assert int(dense["loss"].isna().sum()) == sum(1 for s in range(10, 15_010) if s % 5)
+    assert gappy["step"].iloc[6_990] == 7_001
+    assert gappy["throughput"].iloc[6_990] == 1000.0 + 7_001 % 13

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ledger.analyze.robust import block_medians, block_size, long_run_sd
+from ledger.analyze.robust import block_medians, block_size, long_run_sd, median
 
 BLOCKS = 400
 ALPHA = 0.001
@@ -185,7 +185,7 @@ def _median(values: np.ndarray, max_points: int = 200_000) -> float:
     if len(values) > max_points:
         values = values[:: math.ceil(len(values) / max_points)]
     finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if len(finite) else math.nan
+    return median(finite) if len(finite) else math.nan
 
 
 def _best_split(values: np.ndarray, lo: int, hi: int, fallback: int) -> int:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledger.analyze.robust import median
+
 DAY = 86_400.0
 RESOLUTIONS = (60.0, 1.0, 0.1, 0.01, 0.001)  # the ticks a log clock is checked against
 MIN_STAMPS = 8  # fewer stamps than this say nothing about the clock's resolution
@@ -73,7 +75,7 @@ def coarse(wall: np.ndarray, steps: np.ndarray) -> bool:
     if (gaps <= 0).mean() > 0.01:
         return True
     tick = resolution(wall)
-    typical = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else math.inf
+    typical = median(gaps[gaps > 0]) if (gaps > 0).any() else math.inf
     return tick > COARSE_SHARE * typical
 
 

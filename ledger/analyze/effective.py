@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ledger.analyze.clock import clock_costs, coarse, unwrap
-from ledger.analyze.robust import integrated_time
+from ledger.analyze.robust import integrated_time, median
 from ledger.analyze.series import Trace
 from ledger.analyze.stats import Estimate, batch_count
 from ledger.analyze.steady import find_outliers
@@ -118,7 +118,7 @@ def step_costs(trace: Trace, start: int = 0) -> StepCosts:
                 # steps whose interval was not stretched (the median is blind to stalls)
                 typical = throughput * interval / steps
                 finite = typical[steady][np.isfinite(typical[steady])]
-                per_step = np.full(n, float(np.median(finite)) if len(finite) else np.nan)
+                per_step = np.full(n, median(finite) if len(finite) else np.nan)
             return StepCosts(per_step * steps, interval, BASIS_WALL)
     if _share(has_time[steady]) >= MOST:
         return StepCosts(work, step_time, BASIS_STEP)
@@ -213,7 +213,7 @@ def find_stalls(work: np.ndarray, cost: np.ndarray) -> StallSplit:
     if usable.sum() >= 5:
         values = rate[usable]
         outliers = find_outliers(values)
-        slow = outliers.mask & (values < np.median(values))
+        slow = outliers.mask & (values < median(values))
         mask[np.flatnonzero(usable)[slow]] = True
     clean = usable & ~mask
     typical = float(work[clean].sum() / cost[clean].sum()) if clean.any() else math.nan

@@ -14,6 +14,52 @@ import numpy as np
 MAD_TO_SD = 1.4826  # the MAD of a normal distribution times this is its standard deviation
 
 
+def _kth_and_next(values: np.ndarray, k: int) -> tuple[float, float]:
+    """The k-th and (k+1)-th smallest of `values` (0-based; the k-th twice when k is the
+    last), NaN counted as the largest, as numpy sorts it.
+
+    One partition at one position takes numpy's vectorised selection; at two positions
+    (what np.median does for an even count, np.percentile for each of its values) it
+    takes the generic one, several times slower. The next value is the smallest after k.
+    """
+    part = np.partition(values, k)
+    kth = float(part[k])
+    return kth, float(part[k + 1 :].min()) if k + 1 < len(part) else kth
+
+
+def median(values: np.ndarray) -> float:
+    """np.median of a 1-D array of floats, to the same bits (NaN when one is NaN), at the
+    cost of one single-position partition (see _kth_and_next)."""
+    n = len(values)
+    if n == 0:
+        return math.nan
+    half = n // 2
+    if n % 2:
+        middle, after = _kth_and_next(values, half)
+        return math.nan if math.isnan(after) else middle
+    low, high = _kth_and_next(values, half - 1)
+    return math.nan if math.isnan(high) else (low + high) / 2.0
+
+
+def percentiles(values: np.ndarray, qs: tuple[float, ...]) -> tuple[float, ...]:
+    """np.percentile(values, qs) of finite values (at least one), to the same bits: the
+    two order statistics around each virtual index, one partition each, and numpy's
+    linear interpolation from the nearer one (a test holds them equal)."""
+    n = len(values)
+    found = []
+    for q in qs:
+        virtual = (n - 1) * (q / 100.0)
+        below = math.floor(virtual)
+        if virtual >= n - 1:
+            low = high = _kth_and_next(values, n - 1)[0]
+        else:
+            low, high = _kth_and_next(values, max(below, 0))
+        gamma = virtual - below
+        diff = high - low
+        found.append(high - diff * (1 - gamma) if gamma >= 0.5 else low + diff * gamma)
+    return tuple(found)
+
+
 def mad_sd(values: np.ndarray, max_points: int | None = None) -> float:
     """A standard deviation that a few wild values cannot move (1.4826 × MAD).
 
@@ -25,8 +71,8 @@ def mad_sd(values: np.ndarray, max_points: int | None = None) -> float:
     values = values[np.isfinite(values)]
     if len(values) == 0:
         return math.nan
-    center = np.median(values)
-    return float(MAD_TO_SD * np.median(np.abs(values - center)))
+    center = median(values)
+    return float(MAD_TO_SD * median(np.abs(values - center)))
 
 
 def block_size(n: int, blocks: int) -> int:
@@ -48,17 +94,34 @@ def block_medians(values: np.ndarray, size: int) -> np.ndarray:
     padded[:n] = values
     table = padded.reshape(count, size)
     missing = np.isnan(table)
-    if not missing.any():
-        return np.asarray(np.median(table, axis=1))
+    gaps = missing.any(axis=1)
+    if not gaps.any():
+        return _row_medians(table)
+    medians = np.empty(count)
+    medians[~gaps] = _row_medians(table[~gaps])
     # np.nanmedian loops over rows in Python; sorting puts NaN last in every row, so the
     # median is the middle of each row's first `valid` entries
-    table = np.sort(table, axis=1)
-    valid = size - missing.sum(axis=1)
-    rows = np.arange(count)
+    table = np.sort(table[gaps], axis=1)
+    valid = size - missing[gaps].sum(axis=1)
+    rows = np.arange(len(table))
     low = table[rows, np.maximum(valid - 1, 0) // 2]
     high = table[rows, np.maximum(valid, 1) // 2 - (valid == 0)]
-    medians = np.where(valid > 0, (low + high) / 2.0, np.nan)
+    medians[gaps] = np.where(valid > 0, (low + high) / 2.0, np.nan)
     return fill_gaps(medians)
+
+
+def _row_medians(table: np.ndarray) -> np.ndarray:
+    """np.median(table, axis=1) of rows without NaN, to the same bits, by one partition at
+    one position (see _kth_and_next): the other middle value of an even row is the
+    largest before it."""
+    width = table.shape[1]
+    if width == 0 or len(table) == 0:
+        return np.full(len(table), np.nan)
+    half = width // 2
+    if width % 2:
+        return np.asarray(np.partition(table, half, axis=1)[:, half])
+    part = np.partition(table, half, axis=1)
+    return np.asarray((part[:, :half].max(axis=1) + part[:, half]) / 2.0)
 
 
 def fill_gaps(values: np.ndarray) -> np.ndarray:
@@ -88,16 +151,16 @@ def integrated_time(values: np.ndarray) -> float:
     which is exact for AR(1) noise and sees memory longer than the batches can. 1 for
     independent values.
     """
-    x = values[np.isfinite(values)]
+    x = values[np.isfinite(values)]  # a copy: what follows works on it in place
     n = len(x)
     if n < 8:
         return 1.0
     # The time is scale-free: dividing by a typical magnitude only keeps squares of huge
     # values finite, so that magnitude may come from a thinned sample (a full median of a
     # million values costs more than the rest of this function).
-    scale = float(np.median(np.abs(x[:: max(1, n // 10_000)]))) or 1.0
-    x = x / scale
-    x = x - x.mean()
+    scale = median(np.abs(x[:: max(1, n // 10_000)])) or 1.0
+    x /= scale
+    x -= x.mean()
     base = float(x.var())
     if not base > 0.0 or not math.isfinite(base):
         return 1.0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledger.analyze.robust import median
 from ledger.readings.steps import StepColumns as StepColumns  # the store fills them
 
 SOURCE_THROUGHPUT = "throughput"
@@ -130,8 +131,13 @@ def build_trace(columns: StepColumns) -> Trace:
     if keep.any():
         # a value a million times off the run's median is a unit or parsing accident, not
         # a slow step; leaving it in would only overflow the arithmetic
-        middle = float(np.median(per_step[keep]))
-        keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
+        usable = per_step[keep]
+        low, high = float(usable.min()), float(usable.max())
+        # the median lies between the extremes, so when they are within the range of each
+        # other every value is within it of the median: a median of a million steps saved
+        if not high < low * PLAUSIBLE_RANGE:
+            middle = median(usable)
+            keep &= (per_step > middle / PLAUSIBLE_RANGE) & (per_step < middle * PLAUSIBLE_RANGE)
 
     def kept(name: str) -> np.ndarray | None:
         column = per_step_extra[name]

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ledger.analyze.robust import integrated_time
+from ledger.analyze.robust import integrated_time, median
+from ledger.analyze.robust import percentiles as order_percentiles
 
 MAX_BATCHES = 32
 BATCH_TIMES = 6.0  # batch length in integrated autocorrelation times
@@ -72,19 +73,19 @@ def estimate_median(values: np.ndarray) -> Estimate:
     n = len(values)
     if n == 0:
         return Estimate(math.nan, math.nan, 0, math.nan)
-    median = float(np.median(values))
+    middle = median(values)
     tau = integrated_time(values)
     k = batch_count(n, tau)
     if k < 2:
-        return Estimate(median, math.nan, k, tau)
+        return Estimate(middle, math.nan, k, tau)
     batches = np.array_split(values, k)
-    logs = np.log([np.median(batch) for batch in batches])
+    logs = np.log([median(batch) for batch in batches])
     se = float(np.std(logs, ddof=1) / math.sqrt(k))
     # Throughput printed with few digits ("14.2K tok/s") gives tied batch medians and a
     # standard error of zero; the batch means still vary, so their spread is a floor.
     means = np.array([batch.mean() for batch in batches])
     se_means = float(np.std(means, ddof=1) / (abs(float(means.mean())) * math.sqrt(k)))
-    return Estimate(median, max(se, se_means), k, tau)
+    return Estimate(middle, max(se, se_means), k, tau)
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,9 @@ def summarize(values: np.ndarray) -> Summary:
     if len(values) == 0:
         return Summary(math.nan, math.nan, math.nan, math.nan)
     mean = float(values.mean())
-    p10, p90 = np.percentile(values, [10, 90])
+    p10, p90 = order_percentiles(values, (10, 90))
     sd = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    return Summary(mean, float(p10), float(p90), sd / mean if mean else math.nan)
+    return Summary(mean, p10, p90, sd / mean if mean else math.nan)
 
 
 def percentiles(values: np.ndarray | None, qs: tuple[float, ...]) -> tuple[float, ...] | None:
@@ -146,4 +147,4 @@ def percentiles(values: np.ndarray | None, qs: tuple[float, ...]) -> tuple[float
     finite = values[np.isfinite(values)]
     if len(finite) == 0:
         return None
-    return tuple(float(v) for v in np.percentile(finite, qs))
+    return order_percentiles(finite, qs)

@@ -38,6 +38,7 @@ from ledger.analyze.robust import (
     integrated_time,
     long_run_sd,
     mad_sd,
+    median,
     sliding_median,
 )
 
@@ -275,18 +276,17 @@ def _start_by_first_steps(
     reference = reference[np.isfinite(reference)]
     if len(reference) == 0:
         return 0
-    level = float(np.median(reference))
+    level = median(reference)
     look = min(n // 2, block_start + window)
     slow = np.flatnonzero(values[:look] < level * (1.0 - threshold))
-    end = -1
-    for count, index in enumerate(slow):
-        # the slow steps must start at once and come densely: a gap of ordinary steps
-        # longer than a quarter of the stretch so far ends it
-        if index - end - 1 > max(2, (end + 1) // 4):
-            slow = slow[:count]
-            break
-        end = int(index)
-    if end < 0:
+    # the slow steps must start at once and come densely: a gap of ordinary steps longer
+    # than a quarter of the stretch so far (the slow step before it ends that stretch)
+    # ends it
+    before = np.concatenate([[-1], slow[:-1]])
+    gap = np.flatnonzero(slow - before - 1 > np.maximum(2, (before + 1) // 4))
+    if len(gap):
+        slow = slow[: gap[0]]
+    if len(slow) == 0:
         return 0
     # ... and make up most of it (stalls spaced out after a warm-up do not extend it)
     dense = np.flatnonzero(np.arange(1, len(slow) + 1) >= FIRST_STEPS_DENSITY * (slow + 1))

@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from ledger.model.terms import STEP_COLUMNS
 from ledger.store import columnar
-from ledger.store.steps import column_counts, placeholder
+from ledger.store.steps import column_counts, placeholder, rank_bounds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,6 +29,9 @@ def steps_frame(
 
     names = ("rank", "step", *wanted)
     mark = placeholder(conn.dialect.name)
+    found = _consecutive(conn, run_id, wanted, launch) if wanted else None
+    if found is not None:
+        return pd.DataFrame(found, columns=list(names))
     # (launch, rank, step) is the primary key's order: no sort in the database
     table = columnar.fetch_floats(
         conn,
@@ -40,6 +43,40 @@ def steps_frame(
     data: dict[str, Any] = {"rank": rank, "step": step}
     data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
     return pd.DataFrame(data, columns=list(names))
+
+
+def _consecutive(
+    conn: Connection, run_id: int, wanted: tuple[str, ...], launch: int
+) -> dict[str, Any] | None:
+    """The frame's columns when the launch has one rank and its steps are first, first + 1,
+    …: then neither rank nor step is read row by row (each costs the bulk reader as much
+    as a column of values), only `wanted`. None otherwise.
+
+    The ends of the key and a count of its index tell; the read is bounded to the rows
+    counted, since the bulk reader's own connection may see rows a writer added since.
+    """
+    import numpy as np
+
+    low, high = rank_bounds(conn, run_id, launch)
+    if low is None or low != high:
+        return None
+    mark = placeholder(conn.dialect.name)
+    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
+    rows, first, last = conn.exec_driver_sql(
+        f"SELECT count(*), min(step), max(step) {where}", (run_id, launch)
+    ).one()
+    if not rows or last - first + 1 != rows:
+        return None
+    bounded = f"{where} AND rank = {mark} AND step BETWEEN {mark} AND {mark} ORDER BY rank, step"
+    table = columnar.fetch_floats(conn, wanted, bounded, (run_id, launch, low, first, last))
+    if len(table) != rows:  # rows were removed meanwhile: the caller reads them all
+        return None
+    data: dict[str, Any] = {
+        "rank": np.full(rows, low, dtype=np.int64),
+        "step": first + np.arange(rows, dtype=np.int64),
+    }
+    data.update({name: table[:, i] for i, name in enumerate(wanted)})
+    return data
 
 
 def metrics_frame(conn: Connection, run_id: int, launch: int) -> pd.DataFrame:
