@@ -51,6 +51,9 @@ SCANNED = (
     "serve",
     "present",
     "readings",
+    "store",
+    "cli",
+    "usecases",
 )
 # The small leaf packages and top-level modules, held to it too.
 SCANNED_TOO = (
@@ -66,8 +69,6 @@ SCANNED_TOO = (
     "proc.py",
     "shellwords.py",
 )
-# Not cleaned yet: these are being restructured; the lead moves each to SCANNED once swept.
-NOT_YET_SWEPT: tuple[str, ...] = ("store", "cli", "usecases")
 
 # Keyword arguments and dictionary keys whose value is a word of the vocabulary.
 VOCAB_NAMES = frozenset(
@@ -101,6 +102,23 @@ ALLOWED: tuple[tuple[str, str, str, str], ...] = (
     ("serve/views.py", "patch", '"patch":', "a key of a run's page data"),
     ("db/models.py", "patch", "__tablename__", "a table's name"),
     ("launchcmd.py", "exit", '"exit",', "a shell builtin"),
+    ("cli/logs.py", "progress", 'get("progress")', "a key of the ingest summary"),
+    (
+        "store/fixes.py",
+        "patch",
+        'NotFoundError("patch"',
+        "what was not found",
+    ),
+    ("store/gate.py", "patch", '("patch", ', "a table's name in the gate's rules"),
+    ("store/series.py", "patch", '"patch", "hypothesis"', "a table's name"),
+    ("store/why.py", "patch", 'ChangeRow("patch"', "the evidence's table"),
+    ("store/timeline.py", "patch", '"patch",', "a timeline entry's kind: the table it comes from"),
+    (
+        "store/timeline.py",
+        "running",
+        'status = "running"',
+        "a deploy step's state",
+    ),
     ("shellwords.py", "done", '"done"', "a shell keyword"),
 )
 
@@ -219,9 +237,8 @@ def test_the_lists_cover_the_package() -> None:
     vocabulary itself)."""
     packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.name for p in ROOT.glob("*.py")}
-    unlisted = (packages | modules) - set(SCANNED) - set(NOT_YET_SWEPT) - {"model"}
+    unlisted = (packages | modules) - set(SCANNED) - {"model"}
     assert unlisted <= set(SCANNED_TOO), sorted(unlisted - set(SCANNED_TOO))
-    assert not set(SCANNED) & set(NOT_YET_SWEPT)
 
 
 def test_allowed_entries_are_still_needed() -> None:

@@ -18,7 +18,7 @@ from ledger.cli.app import (
     with_ledger,
 )
 from ledger.cli.params import EXIT_CODE, ID, THROUGHPUT, seconds
-from ledger.model.terms import RESOLUTIONS
+from ledger.model.terms import HYPOTHESIS_STATUSES, RESOLUTIONS, HypothesisStatus
 
 if TYPE_CHECKING:
     from ledger.model import records
@@ -109,7 +109,11 @@ def hypothesis_resolve(
       ledger hypothesis resolve 3 refuted --note "still 10.4K tok/s"
       ledger hypothesis resolve 3 --confirmed
     """
-    flags = {"confirmed": confirmed, "refuted": refuted, "inconclusive": inconclusive}
+    flags = {
+        HypothesisStatus.CONFIRMED: confirmed,
+        HypothesisStatus.REFUTED: refuted,
+        HypothesisStatus.INCONCLUSIVE: inconclusive,
+    }
     said = [name for name, on in flags.items() if on] + ([outcome.lower()] if outcome else [])
     if len(set(said)) > 1:
         raise click.UsageError(f"say one outcome, not {' and '.join(sorted(set(said)))}")
@@ -125,7 +129,7 @@ def hypothesis_resolve(
 @hypothesis.command("list")
 @click.option(
     "--status",
-    type=click.Choice(["open", "confirmed", "refuted", "inconclusive"]),
+    type=click.Choice(HYPOTHESIS_STATUSES),
     help="Only hypotheses with this status.",
 )
 @json_option

@@ -15,6 +15,7 @@ import click
 from ledger.cli.app import cli, emit, json_option, open_ledger, warn
 from ledger.cli.params import Percent, seconds
 from ledger.errors import LedgerError
+from ledger.model.terms import WATCH_DECISIONS, WatchOutcome, WatchPhase
 from ledger.watch.codes import EXIT_CODES
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def _watch(
 def _decided_before(result: WatchResult) -> bool:
     """The decision was said (and notified) while watch stayed with the trainer."""
     return result.role == "trainer" and not result.left_running and not result.stopped and (
-        result.outcome in ("regression", "same", "improvement", "failed")
+        result.outcome in (*WATCH_DECISIONS, WatchOutcome.FAILED)
     )  # fmt: skip
 
 
@@ -244,11 +245,11 @@ class Status:
         """One line per phase would leave the first estimate of the steps still needed
         standing for the whole run: a new line whenever it has halved or doubled since."""
         state = update.monitor
-        if update.phase != "steady" or state is None:
+        if update.phase != WatchPhase.STEADY or state is None:
             return False
         now = _remaining(state)
-        said, self.estimate = self.estimate, now if self.phase == "steady" else None
-        if self.phase != "steady":
+        said, self.estimate = self.estimate, now if self.phase == WatchPhase.STEADY else None
+        if self.phase != WatchPhase.STEADY:
             self.estimate = now
             return False
         if now is None or said is None:
@@ -281,12 +282,12 @@ def describe(update: WatchUpdate) -> str:
     from ledger.present.words import short_value
 
     head = f"{update.run}: {update.phase}"
-    if update.phase == "attached":
+    if update.phase == WatchPhase.ATTACHED:
         at = f" (step {update.last_step:,})" if update.last_step is not None else ""
         return f"{update.run}: decided; following the trainer to its end{at}"
-    if update.phase == "waiting":
+    if update.phase == WatchPhase.WAITING:
         return f"{head} for training output ({update.elapsed_s:,.0f} s)"
-    if update.phase == "loading":
+    if update.phase == WatchPhase.LOADING:
         bar = update.loading or {}
         where = f" {bar.get('desc') or ''} {bar.get('n')}/{bar.get('total') or '?'}".rstrip()
         rate = f" at {bar['rate']:.3g} {bar.get('unit') or 'it/s'}" if bar.get("rate") else ""
@@ -295,7 +296,7 @@ def describe(update: WatchUpdate) -> str:
     state = update.monitor
     if state is None:
         return head
-    if update.phase == "warmup":
+    if update.phase == WatchPhase.WARMUP:
         return f"{head}: {state.steps:,} steps, excluded until the level settles"
     parts = [f"{head} {state.steady_steps:,} steps"]
     if state.effective is not None:
@@ -316,7 +317,7 @@ def describe(update: WatchUpdate) -> str:
         elif state.steady_steps < ESTIMATE_AFTER and state.remaining_steps is not None:
             parts.append("undecided: too few steady steps yet to tell how many more")
         else:
-            parts.append("undecided")
+            parts.append(WatchOutcome.UNDECIDED)
     return " · ".join(parts)
 
 
@@ -361,7 +362,7 @@ def _verdict_text(result: WatchResult) -> str:
 
     name = f"{result.run}@{result.launch}" if result.launch and result.launch > 1 else result.run
     head = f"{name}: {result.outcome.upper()}"
-    if result.outcome in ("regression", "same", "improvement") and result.effective:
+    if result.outcome in WATCH_DECISIONS and result.effective:
         ref = result.reference
         against = "the baseline" if ref["kind"] == "baseline" else f"run {ref['run']}"
         pct = f"{result.pct_of_reference:.1f} %" if result.pct_of_reference is not None else "?"

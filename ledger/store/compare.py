@@ -17,7 +17,7 @@ from ledger.db.types import utcnow
 from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
-from ledger.model.terms import HypothesisStatus
+from ledger.model.terms import ComparisonKind, HypothesisStatus
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
@@ -254,7 +254,7 @@ def resolve(
         run_b_id=b.run.id,
         launch_a=a.launch,
         launch_b=b.launch,
-        kind="compare",
+        kind=ComparisonKind.COMPARE,
         unit=second.unit or first.unit,
         steady_from_a=first.steady_from_step,
         steady_from_b=second.steady_from_step,
@@ -327,7 +327,7 @@ def watch_decision(
         investigation_id=inv,
         run_a_id=run_a.id if run_a is not None else None,
         run_b_id=run_b.id,
-        kind="watch",
+        kind=ComparisonKind.WATCH,
         unit=run_b.throughput_unit,
         steady_from_b=state.steady_from_step,
         median_b=state.median,

@@ -14,6 +14,7 @@ from ledger.config import DEFAULT_INVESTIGATION
 from ledger.db import models as m
 from ledger.db.types import utcnow
 from ledger.errors import NotFoundError, UsageError
+from ledger.model.terms import Fate
 from ledger.store import gate
 
 NO_INVESTIGATION = -1  # the id a read uses for an investigation not created yet: no rows match
@@ -103,7 +104,7 @@ def ensure_run(session: Session, inv: int, name: str) -> tuple[m.Run, bool]:
     query = select(m.Run).where(m.Run.investigation_id == inv, m.Run.name == name)
     row = session.scalars(query).one()
     if created:  # every run has its launch 1 (ledger.store.launches)
-        session.add(m.Launch(run_id=row.id, number=1, fate=row.fate or "unknown",
+        session.add(m.Launch(run_id=row.id, number=1, fate=row.fate or Fate.UNKNOWN,
                              started_at=utcnow()))  # fmt: skip
         session.flush()
     return row, created

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
-from ledger.model.terms import FAILED_FATES, FAULT_FATES
+from ledger.model.terms import FAILED_FATES, FAULT_FATES, Fate
 from ledger.model.units import same_unit
 from ledger.store.compare import check_names
 from ledger.usecases import why
@@ -119,7 +119,7 @@ def notes(report: CompareReport, fates: dict[str, tuple[str, str | None]]) -> li
     found = []
     first = report.runs[0]
     for run in report.runs:
-        fate, reason = fates.get(run.run, ("unknown", None))
+        fate, reason = fates.get(run.run, (Fate.UNKNOWN, None))
         if fate in FAILED_FATES:
             why = f" ({reason[:100]})" if reason else ""
             ended = f"died: {fate}" if fate in FAULT_FATES else "was killed"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.errors import LedgerError
 from ledger.model.analysis import RunAnalysis, RunComparison
 from ledger.model.report import Attempt, ReportData
+from ledger.model.terms import Verdict
 from ledger.model.why import WhyResult
 from ledger.store.report import Gathered, RunFacts
 
@@ -108,7 +109,7 @@ def _why(
     analysed attempt); None for the others."""
     from ledger.analyze.diagnose import diagnose
 
-    if reference is None or comparison is None or comparison.verdict != "regression":
+    if reference is None or comparison is None or comparison.verdict != Verdict.REGRESSION:
         return None
     shared = (
         reference.detail.patch is not None

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ledger.model.terms import Verdict
+
 if TYPE_CHECKING:
     from ledger.model.analysis import CompareReport, RunAnalysis
     from ledger.model.why import Finding, WhyResult
@@ -43,7 +45,7 @@ def top_findings(
 ) -> dict[str, Finding]:
     """The top finding of each run that compare found slower than the first (reusing its
     analyses); the others are left out."""
-    slower = {c.b for c in report.comparisons if c.verdict == "regression"}
+    slower = {c.b for c in report.comparisons if c.verdict == Verdict.REGRESSION}
     out = {}
     for pair in found:
         if pair.run.name not in slower or pair.ref is None:
