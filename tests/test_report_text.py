@@ -168,3 +168,16 @@ def test_a_right_to_left_name_keeps_the_pdf_and_png_sentences_in_order(lg) -> No
         assert text[at - 1] == "\u2068" and text[at + len(name)] == "\u2069", text
     verdicts = [t for t in said if t.startswith(f"• \u2068{name}\u2069 (unknown) against")]
     assert verdicts and all("\u2068ref\u2069" in v for v in verdicts), said
+
+
+def test_one_short_value_for_the_cli_and_the_report() -> None:
+    """The report's figures and the command line print a number by the same function; only
+    the glyph of a missing value differs (an en dash in figures, a hyphen in plain text)."""
+    from ledger.analyze.wording import short_value
+    from ledger.report.numbers import value_text
+
+    for value in (14200.0, 1_250_000.0, 0.82, -3456.7, 10932.4):
+        assert value_text(value) == short_value(value)
+        assert value_text(value, 5) == short_value(value, 5)
+    assert short_value(None) == "-" and value_text(None) == "–"
+    assert short_value(float("nan"), missing="n/a") == "n/a"

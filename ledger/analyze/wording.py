@@ -12,16 +12,17 @@ if TYPE_CHECKING:
     from ledger.model.analysis import MonitorState
 
 
-def short_value(value: float | None) -> str:
-    """14200 → '14.2K', 1250000 → '1.25M', 0.82 → '0.82'."""
+def short_value(value: float | None, digits: int = 3, *, missing: str = "-") -> str:
+    """14200 → '14.2K', 1250000 → '1.25M', 0.82 → '0.82' (`digits` significant digits);
+    `missing` when there is no finite value (the report's figures draw an en dash)."""
     if value is None or not math.isfinite(value):
-        return "-"
+        return missing
     magnitude = abs(value)
     if magnitude >= 1e6:
-        return f"{value / 1e6:.3g}M"
+        return f"{value / 1e6:.{digits}g}M"
     if magnitude >= 1e3:
-        return f"{value / 1e3:.3g}K"
-    return f"{value:.3g}"
+        return f"{value / 1e3:.{digits}g}K"
+    return f"{value:.{digits}g}"
 
 
 def p_text(p: float | None) -> str:

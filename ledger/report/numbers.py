@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-FEWEST_DIGITS = 3  # what ledger.analyze.wording.short_value prints
+from ledger.analyze.wording import short_value
+
+FEWEST_DIGITS = 3  # short_value's own default
 MOST_DIGITS = 9
 
 Interval = tuple[float, float]
@@ -14,14 +16,7 @@ Interval = tuple[float, float]
 
 def value_text(value: float | None, digits: int = FEWEST_DIGITS) -> str:
     """14200 → '14.2K' (3 digits), 10932.4 → '10.932K' (5); '–' when there is none."""
-    if value is None or not math.isfinite(value):
-        return "–"
-    magnitude = abs(value)
-    if magnitude >= 1e6:
-        return f"{value / 1e6:.{digits}g}M"
-    if magnitude >= 1e3:
-        return f"{value / 1e3:.{digits}g}K"
-    return f"{value:.{digits}g}"
+    return short_value(value, digits, missing="–")
 
 
 def interval_text(interval: Interval | None, digits: int = FEWEST_DIGITS) -> str:
