@@ -10,7 +10,6 @@ called, or, when there was none, the signal is re-raised so the process still di
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import os
 import signal
@@ -60,12 +59,14 @@ class ExitHooks:
         if not self._sigterm_installed:
             return
         self._sigterm_installed = False
-        with contextlib.suppress(ValueError, OSError):
+        try:
             # Only put the old handler back if nobody installed theirs on top of ours since;
             # theirs still chains to ours, which then just passes the signal on.
             on_main = threading.current_thread() is threading.main_thread()
             if on_main and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
                 signal.signal(signal.SIGTERM, self._previous)
+        except (ValueError, OSError) as exc:  # an interpreter shutting down: ours stays
+            log.debug("ledger.hook: the SIGTERM handler was left in place (%r)", exc)
 
     def _at_exit(self) -> None:
         dying_of = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)

@@ -9,7 +9,6 @@ what cannot be stored is the writer's business, one value at a time.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import marshal
 import os
@@ -75,5 +74,7 @@ class Reader:
 
 def close(fd: int | None) -> None:
     if fd is not None:
-        with contextlib.suppress(OSError):
+        try:
             os.close(fd)
+        except OSError as exc:  # closed already (the other side's end, a fork's copy)
+            log.debug("ledger.hook: closing pipe %d: %r", fd, exc)

@@ -13,7 +13,6 @@ how many steps it could not store.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -47,6 +46,8 @@ from ledger.model.terms import Fate
 if TYPE_CHECKING:
     from ledger.store import Store
 
+log = logging.getLogger("ledger.hook")
+
 BATCH_MAX = 10_000  # rows per transaction
 MAX_BACKOFF_S = 5.0
 BUSY_TIMEOUT_S = 5.0  # a SQLite lock held by another process: wait this long, then retry
@@ -75,6 +76,7 @@ class Writer:
         self.lost = 0  # steps not stored: buffer overflow, refused, or given up on
         self.bad_values = 0  # as the store counted them
         self._failures = 0  # values the trainer could not read as numbers
+        self.replies_lost = 0  # replies the trainer was gone for
         self._next_write = 0.0
         self.trainer_dropped = 0  # as the trainer last said
         self.overflow = 0
@@ -488,9 +490,13 @@ class Writer:
         return self.bad_values + self._failures
 
     def reply(self, message: protocol.ToTrainer) -> None:
-        # OSError: the trainer is gone, nobody to tell.
-        with self._reply_lock, contextlib.suppress(OSError):
-            wire.send(self._replies, [protocol.pack(message)])
+        with self._reply_lock:
+            try:
+                wire.send(self._replies, [protocol.pack(message)])
+            except OSError as exc:  # the trainer is gone: nobody to tell, counted
+                self.replies_lost += 1
+                if self.replies_lost == 1:
+                    log.debug("ledger.hook: the trainer is gone; replies dropped (%r)", exc)
 
     def warn(self, key: str, message: str, *args: Any) -> None:
         """Said once per kind, in the trainer's log (its `ledger.hook` logger)."""

@@ -9,8 +9,8 @@ so a later ingest of the same file adds nothing.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +29,7 @@ from ledger.watch.follow import look as ingest_look
 if TYPE_CHECKING:
     from ledger.usecases.ledger import Ledger
 
+log = logging.getLogger("ledger.watch")
 PUMP_DRAIN_S = 10.0
 
 
@@ -164,10 +165,12 @@ class CommandSource:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(timeout=grace)
         except ProcessLookupError:
-            pass
+            log.debug("watch: the command had ended before it was stopped")
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
+            try:
                 os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                log.debug("watch: the command ended before SIGKILL")
             self.process.wait()
 
     def close(self) -> None:
@@ -182,8 +185,12 @@ class CommandSource:
     def _drained(self) -> None:
         """Wait for the pump to write the last of an ended command's output (bounded: a
         child of the command may hold the pipe open)."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.pump.wait(timeout=PUMP_DRAIN_S)
+        except subprocess.TimeoutExpired:  # a child of the command holds its output open
+            log.info(
+                "watch: the stream file may lack the command's last output (%s s)", PUMP_DRAIN_S
+            )
 
 
 class RowSource:
