@@ -171,7 +171,7 @@ def test_a_log_that_does_not_exist_yet_is_waited_for(box: Path) -> None:
     first = watcher.stdout.readline()  # it says it waits before the log exists
     assert first.startswith("later: waiting for training output") and not log.exists()
     _trainer(log, "--ending", "oom", "--end-at", "40").wait()
-    rest, _ = watcher.communicate(timeout=60)
+    rest, _ = watcher.communicate(timeout=120)
     assert watcher.returncode == 3 and "later: FAILED" in rest
 
 
@@ -231,8 +231,11 @@ def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path
     assert json.loads(got.read_text())["outcome"] == "failed"
 
     log = box / "train_cut.log"
-    trainer = _trainer(log, "--level", "14200", "--steps", "100000", "--ending", "ok",
-                       "--step-time", "0.01")  # fmt: skip
+    # 40 steps at the baseline, then silence: never enough to say SAME (that takes 100
+    # steady steps) nor a stall (5 minutes), so Ctrl-C always comes first. A trainer that
+    # went on was once judged SAME, and watch ended 0, before a loaded test sent the signal.
+    trainer = _trainer(log, "--level", "14200", "--steps", "100000", "--ending", "stall",
+                       "--end-at", "40", "--step-time", "0.01")  # fmt: skip
     code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
     watcher = subprocess.Popen(
         [sys.executable, "-c", code, "watch", "cut", "--log", str(log), "--interval", "0.1"],
@@ -245,7 +248,7 @@ def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path
                 if "cut" in lg.run_names() and lg.run_summary("cut").steps > 10:
                     break
         watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=30)
+        _, err = watcher.communicate(timeout=120)
     finally:
         _stop(trainer)
     assert watcher.returncode == 130 and err.strip().splitlines()[-1].startswith("Error: interr")
