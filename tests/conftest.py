@@ -17,6 +17,7 @@ shares a fixed path, port or variable with another (docs/testing.md).
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,12 @@ BACKEND = os.environ.get("LEDGER_TEST_BACKEND", "sqlite")
 # generation is no failure either. A test's own @settings still sets the rest.
 settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ledger")
+# Tests press Ctrl-C on commands they start (SIGINT, which Python turns into
+# KeyboardInterrupt). A suite started in the background (`make test &`, a script's `cmd &`)
+# has SIGINT ignored, and an ignored signal stays ignored across exec: those commands would
+# never see it. Python's own handler here makes it SIG_DFL in every child again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # pytest-xdist names each worker (gw0, gw1, …); a plain run is "main".
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
