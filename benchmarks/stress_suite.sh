@@ -33,8 +33,14 @@ if ! "$PYTHON" -c "import xdist" 2>/dev/null; then
 fi
 
 burners=()
-stop_burners() {
-  # Only the processes this script started, by their ids.
+suite=""
+stop_all() {
+  # Only the processes this script started, by their ids: the pass in flight, the burners.
+  if [ -n "$suite" ]; then
+    kill "$suite" 2>/dev/null
+    wait "$suite" 2>/dev/null
+    suite=""
+  fi
   for pid in "${burners[@]}"; do
     kill "$pid" 2>/dev/null
   done
@@ -43,8 +49,9 @@ stop_burners() {
   done
   burners=()
 }
-trap stop_burners EXIT
-trap 'stop_burners; exit 130' INT TERM
+trap stop_all EXIT
+trap 'stop_all; exit 130' INT
+trap 'stop_all; exit 143' TERM
 
 for _ in $(seq "$BURNERS"); do
   "$PYTHON" -c "while True: pass" &
@@ -56,8 +63,13 @@ logdir="$(mktemp -d "${TMPDIR:-/tmp}/ledger-stress.XXXXXX")"
 for run in $(seq "$RUNS"); do
   log="$logdir/pass-$run.log"
   started=$SECONDS
-  "$PYTHON" -m pytest -n "$WORKERS" -p no:cacheprovider -q "$@" >"$log" 2>&1
+  # In the background and waited for, so that a signal to this script is acted on at once
+  # (tests/conftest.py gives the suite's Ctrl-C tests back the SIGINT this ignores).
+  "$PYTHON" -m pytest -n "$WORKERS" -p no:cacheprovider -q "$@" >"$log" 2>&1 &
+  suite=$!
+  wait "$suite"
   status=$?
+  suite=""
   summary="$(grep -E '[0-9]+ (passed|failed|errors?|skipped)' "$log" | tail -n 1 | tr -d '=' | sed 's/^ */ /')"
   echo "pass $run/$RUNS: exit $status,${summary:- no summary} ($((SECONDS - started)) s)"
   if [ "$status" -ne 0 ]; then
