@@ -8,23 +8,42 @@ LEDGER_TEST_BACKEND=postgres (what `make test-pg` sets) the same tests run again
 PostgreSQL server named by LEDGER_TEST_PG_URL: one fresh database per test session and
 one fresh schema per test. Tests that need PostgreSQL whatever the backend take `pg_url`,
 which skips when LEDGER_TEST_PG_URL is not set.
+
+In parallel (`pytest -n 4`, pytest-xdist) each worker is a test session of its own: its own
+PostgreSQL database, named after the worker, and tmp_path folders of its own; no test
+shares a fixed path, port or variable with another (docs/testing.md).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 PG_ENV = "LEDGER_TEST_PG_URL"
 # The log reader runs strict in tests: an internal exception fails the test instead of
 # becoming a counted unread line (ledger.logs.reader.strict_default).
 os.environ.setdefault("LEDGER_LOGS_STRICT", "1")
 BACKEND = os.environ.get("LEDGER_TEST_BACKEND", "sqlite")
+# Property tests are judged by what they find, never by the clock: a loaded machine (or a
+# worker beside three others) can take over hypothesis's 200 ms for one example, and slow
+# generation is no failure either. A test's own @settings still sets the rest.
+settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ledger")
+# Tests press Ctrl-C on commands they start (SIGINT, which Python turns into
+# KeyboardInterrupt). A suite started in the background (`make test &`, a script's `cmd &`)
+# has SIGINT ignored, and an ignored signal stays ignored across exec: those commands would
+# never see it. Python's own handler here makes it SIG_DFL in every child again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+# pytest-xdist names each worker (gw0, gw1, …); a plain run is "main".
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def _pg_base_url() -> str | None:
@@ -45,7 +64,8 @@ def pg_database() -> Iterator[str]:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    name = f"ledger_test_{uuid.uuid4().hex[:12]}"
+    # One database per session, so per xdist worker: the worker's name says whose it is.
+    name = f"ledger_test_{WORKER}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -60,7 +80,7 @@ def pg_database() -> Iterator[str]:
 def _fresh_schema_url(database_url: str) -> Iterator[str]:
     from sqlalchemy import create_engine, text
 
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    schema = f"t_{WORKER}_{uuid.uuid4().hex[:12]}"
     engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,16 @@ def test_a_stall_keeps_the_process_alive_and_silent(tmp_path: Path) -> None:
         [sys.executable, "-m", "ledger.demo.trainer", "--log", str(log), "--ending", "stall", *FAST]
     )
     try:
+        # Until the trainer has reached its stall (a condition: a loaded machine can take
+        # seconds to start Python), then it stays alive and writes nothing more.
+        deadline = time.monotonic() + 120
+        while not (log.exists() and parse_file(log).last_step == 59):
+            assert proc.poll() is None and time.monotonic() < deadline, "no stall at step 59"
+            time.sleep(0.1)
+        written = log.read_bytes()
         with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(timeout=3)
-        assert parse_file(log).last_step == 59
+            proc.wait(timeout=2)
+        assert log.read_bytes() == written and parse_file(log).last_step == 59
     finally:
         proc.kill()
         proc.wait()

@@ -4,6 +4,7 @@ the training thread paid it, and `dropped` true at once after a close that gave 
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
 import types
@@ -168,20 +169,29 @@ def test_cuda_losses_arrive_once_copied_and_nothing_blocks(
 def test_memory_is_sampled_by_time_as_well_as_by_step(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On a clock of the test's own, so a loaded machine changes nothing: each step takes
+    20 ms of it, a step every 8th 130 ms (a stall)."""
+    clock = [0]
+    monkeypatch.setattr(meter_module, "_now", lambda: clock[0])
+    monkeypatch.setattr(torch_side, "_now", lambda: clock[0])
     _fake_cuda(monkeypatch, _stats(64 * MIB))
     meter = StepMeter("by_time", db=db_url, memory_every=100, memory_interval_s=0.05)
-    started = time.monotonic()
-    for _ in range(200):
+    ended: list[int] = []  # each step's end on that clock
+    for i in range(200):
         with meter.step():
-            time.sleep(0.002)
-    took = time.monotonic() - started
+            clock[0] += 130_000_000 if i % 8 == 7 else 20_000_000
+        ended.append(clock[0])
     meter.close()
     with ledger.open(db_url) as lg:
         sampled = lg.steps_frame("by_time").dropna(subset=["memory_allocated_mib"])
     steps = sampled["step"].tolist()
     assert 0 in steps and 100 in steps  # memory_every still means steps
-    # And one sample at least every 0.05 s of the loop, however slow the box is.
-    assert len(steps) >= min(200, int(took / 0.05)) - 1 > 2
+    # And a step is sampled as soon as 0.05 s have passed since the last sample: never two
+    # samples further apart than 0.05 s and one step, and a stall's step is always sampled.
+    gaps = [ended[b] - ended[a] for a, b in itertools.pairwise(steps)]
+    assert all(gap <= 50_000_000 + 130_000_000 for gap in gaps), gaps
+    assert {i for i in range(200) if i % 8 == 7} <= set(steps)
+    assert 60 < len(steps) < 100  # by time, about every third step: not every step
     assert (sampled["memory_allocated_mib"] == 64).all()
 
 

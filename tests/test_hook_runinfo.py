@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,14 +36,26 @@ def nvmlDeviceGetCurrentClocksEventReasons(h): return 0x4 | 0x40
 """
 
 
-def _short_run(db_url: str, name: str, seconds: float = 0.0, **kwargs: object) -> StepMeter:
+def _short_run(
+    db_url: str, name: str, until: Callable[[], bool] | None = None, **kwargs: object
+) -> StepMeter:
+    """Five steps, or, given `until`, steps until it holds (looked at every 0.1 s, for at
+    most 120 s: a condition, not a clock, since a loaded machine can take seconds to start
+    the writer process)."""
     meter = StepMeter(name, db=db_url, **kwargs)  # type: ignore[arg-type]
-    end = time.monotonic() + seconds
-    step = 0
-    while step < 5 or time.monotonic() < end:
+    deadline = time.monotonic() + 120
+    step, look = 0, 0.0
+    while step < 5 or until is not None:
         with meter.step(tokens=8):
             time.sleep(0.002)
         step += 1
+        if step == 1 and until is not None:  # the writer has made the ledger: `until` reads it
+            assert meter.flush(120)
+        if until is not None and time.monotonic() >= look:
+            if until():
+                break
+            assert time.monotonic() < deadline, f"{name}: the condition never held"
+            look = time.monotonic() + 0.1
     meter.close()
     return meter
 
@@ -106,7 +119,15 @@ def test_a_stand_in_nvml_is_sampled_into_the_run(
     (tmp_path / "pynvml.py").write_text(FAKE_NVML)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("LOCAL_RANK", "1")
-    _short_run(db_url, "sampled", seconds=3.0, gpu_every=0.1, flush_interval=0.2)
+    sampled = "SELECT COUNT(*) FROM gpu_sample"
+    # Until three samples are stored while the run goes on (every 0.1 s once the run is open).
+    _short_run(
+        db_url,
+        "sampled",
+        until=lambda: db_rows(db_url, sampled)[0][0] >= 3,
+        gpu_every=0.1,
+        flush_interval=0.2,
+    )
     rows = db_rows(
         db_url,
         "SELECT g.gpu_index, g.name, g.memory_used_mib, g.memory_total_mib, g.utilization_pct,"
@@ -114,7 +135,7 @@ def test_a_stand_in_nvml_is_sampled_into_the_run(
         " g.throttle, g.rank, g.probe_id, g.sampled_at FROM gpu_sample g"
         " JOIN run r ON r.id = g.run_id WHERE r.name = 'sampled'",
     )
-    assert len(rows) >= 3  # every 0.1 s once the run is open, on a busy box
+    assert len(rows) >= 3
     first = rows[0]
     assert first[:11] == (
         1,

@@ -232,17 +232,23 @@ def test_ctrl_c_while_following_exits_130_and_keeps_what_was_read(
         [sys.executable, "-c", code, "ingest", str(log), "--follow", "--interval", "0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    # the signal comes once the follower has stored the log (a condition, not a clock: on
-    # a loaded machine three seconds were not always enough to start Python)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and follower.poll() is None:
-        runs = run_json("runs")
-        if runs and runs[0]["steps"] == 30:
-            break
-        time.sleep(0.1)
-    time.sleep(0.3)  # into its next wait between looks
-    follower.send_signal(signal.SIGINT)
-    _, err = follower.communicate(timeout=30)
+    try:
+        # the signal comes once the follower has stored the log (a condition, not a clock:
+        # on a loaded machine three seconds were not always enough to start Python)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and follower.poll() is None:
+            runs = run_json("runs")
+            if runs and runs[0]["steps"] == 30:
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)  # into its next wait between looks
+        follower.send_signal(signal.SIGINT)
+        # A minute or two: beside two CPU burners its exit took 3 s.
+        _, err = follower.communicate(timeout=120)
+    finally:  # never left running: its pipes, collected later, fail another test
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
     assert follower.returncode == 130, err  # it exited 0 once, as if the run had ended
     assert err.strip().splitlines()[-1].startswith("Error: interrupted")
     assert run_json("runs")[0]["steps"] == 30

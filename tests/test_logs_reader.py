@@ -226,12 +226,14 @@ ADVERSARIAL = {
 def test_adversarial_lines_finish_quickly(name: str) -> None:
     text = ADVERSARIAL[name]
     reader = LogReader(rows=True, strict=True)
-    started = time.perf_counter()
+    # This process's CPU time, not the clock's: a loaded machine stretches the wall time
+    # (2 s of it for 'wrapped' beside other work), never the work a backtracking pattern does.
+    started = time.process_time()
     for block, _end, _complete in read_blocks(io.BytesIO((text + "\n").encode())):
         reader.feed(block)
     reader.finish()
     reader.summary()
-    assert time.perf_counter() - started < 5, name
+    assert time.process_time() - started < 5, name
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,7 @@ def test_ctrl_c_leaves_the_trainer_running_said_so_and_no_run_running(box: Path)
     try:
         _wait_for(lambda: _steps("cut") > 10, "watch to store steps")
         watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=60)
+        _, err = watcher.communicate(timeout=120)
         assert watcher.returncode == 130, err
         found = re.search(r"trainer \(pid (\d+)\) was left running", err)
         assert found, err

@@ -114,7 +114,8 @@ def test_a_timeout_stops_the_group_and_closes_the_row(
     db_url: str, tmp_path: Path, which: str
 ) -> None:
     command, shell, background = _sleeper(tmp_path)
-    args = [*COMMANDS[which][:-1], "--timeout", "2", "--"]
+    # 5 s: the shell must write its pid files first, and a loaded machine can take seconds.
+    args = [*COMMANDS[which][:-1], "--timeout", "5", "--"]
     ledger = _ledger(db_url, *args, *command)
     pids = _pids(shell, background)
     ledger.communicate(timeout=BOUND_S)

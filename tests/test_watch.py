@@ -90,23 +90,27 @@ def test_a_run_that_dies_fails_at_once_with_the_line_that_shows_it(
 ) -> None:
     log = box / f"train_{ending}.log"
     trainer = _trainer(log, "--ending", ending, "--end-at", "60", "--steps", "5000")
-    started = time.monotonic()
     done = _ledger("watch", ending, "--log", str(log), "--interval", "0.1", "--json")
+    ended = time.time()
     trainer.wait()
     assert done.returncode == 3, done.stderr
     result = json.loads(done.stdout)
     assert result["outcome"] == "failed" and result["fate"] == fate
     said = {"oom": "CUDA out of memory", "nccl": "ALLREDUCE timed out"}
     assert said[ending] in result["reason"]
-    assert time.monotonic() - started < 30
+    # At once: counted from the dying line's write, not from two interpreters' start-up (30 s
+    # on a loaded machine), and far inside the 5 minutes a silent log takes to be a stall.
+    assert ended - log.stat().st_mtime < 60
 
 
 def test_silence_is_a_stall_stored_as_fate_and_event(box: Path) -> None:
     log = box / "train_hung.log"
     trainer = _trainer(log, "--ending", "stall", "--end-at", "120", "--steps", "5000")
     try:
+        # 5 s of silence: a loaded machine can pause the trainer for a second or two before
+        # its stall, and that pause is not the stall this test means.
         done = _ledger(
-            "watch", "hung", "--log", str(log), "--interval", "0.1", "--stall-after", "2"
+            "watch", "hung", "--log", str(log), "--interval", "0.1", "--stall-after", "5"
         )
     finally:
         _stop(trainer)
@@ -169,7 +173,7 @@ def test_a_log_that_does_not_exist_yet_is_waited_for(box: Path) -> None:
     first = watcher.stdout.readline()  # it says it waits before the log exists
     assert first.startswith("later: waiting for training output") and not log.exists()
     _trainer(log, "--ending", "oom", "--end-at", "40").wait()
-    rest, _ = watcher.communicate(timeout=60)
+    rest, _ = watcher.communicate(timeout=120)
     assert watcher.returncode == 3 and "later: FAILED" in rest
 
 
@@ -229,8 +233,11 @@ def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path
     assert json.loads(got.read_text())["outcome"] == "failed"
 
     log = box / "train_cut.log"
-    trainer = _trainer(log, "--level", "14200", "--steps", "100000", "--ending", "ok",
-                       "--step-time", "0.01")  # fmt: skip
+    # 40 steps at the baseline, then silence: never enough to say SAME (that takes 100
+    # steady steps) nor a stall (5 minutes), so Ctrl-C comes first however late a loaded
+    # machine sends it (a trainer that went on could be judged SAME before).
+    trainer = _trainer(log, "--level", "14200", "--steps", "100000", "--ending", "stall",
+                       "--end-at", "40", "--step-time", "0.01")  # fmt: skip
     code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
     watcher = subprocess.Popen(
         [sys.executable, "-c", code, "watch", "cut", "--log", str(log), "--interval", "0.1"],
@@ -243,9 +250,12 @@ def test_notify_runs_once_with_the_json_and_ctrl_c_keeps_what_was_read(box: Path
                 if "cut" in lg.run_names() and lg.run_summary("cut").steps > 10:
                     break
         watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=30)
+        _, err = watcher.communicate(timeout=120)
     finally:
         _stop(trainer)
+        if watcher.poll() is None:  # never left running: its pipes, collected later, fail
+            watcher.kill()  # another test
+            watcher.communicate()
     assert watcher.returncode == 130 and err.strip().splitlines()[-1].startswith("Error: interr")
     with ledger.open() as lg:
         assert lg.run_summary("cut").steps > 10  # what it read before Ctrl-C is stored
