@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ledger.model.terms import Fate
+from ledger.model.terms import EventKind, Fate
 
 if TYPE_CHECKING:
     from ledger.model.analysis import Baseline, RunAnalysis, RunComparison
@@ -29,7 +29,7 @@ RAN_CREATED = "row created"  # when its row was made: the last resort
 class RunEvent:
     """A log event the report tells: a recompile, an OOM, an NCCL failure."""
 
-    kind: str
+    kind: EventKind
     text: str
     step: int | None  # the step it happened at; None when nothing said
     line: int | None

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ledger.model.terms import Fate
+from ledger.model.terms import EventKind, Fate
 from ledger.model.why import Evidence
 from ledger.readings.steps import StepColumns
 
@@ -18,7 +18,7 @@ class EventRow:
     """A log event (log_event row)."""
 
     id: int
-    kind: str
+    kind: EventKind
     text: str
     step: int | None
     line: int | None

@@ -175,7 +175,7 @@ def run_events(session: Session, run_id: int) -> tuple[tuple[RunEvent, ...], dic
 
 def _event(row: m.LogEvent) -> RunEvent:
     return RunEvent(
-        kind=row.kind,
+        kind=EventKind(row.kind),  # the column's CHECK holds it to the enum
         text=row.text,
         step=row.step,
         line=row.line,

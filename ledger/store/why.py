@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.launchcmd import split as read_launch
-from ledger.model.terms import WHY_EVENT_KINDS, Fate
+from ledger.model.terms import WHY_EVENT_KINDS, EventKind, Fate
 from ledger.store import compare, launches
 from ledger.store.columnar import fetch_floats
 from ledger.store.steps import placeholder
@@ -230,7 +230,7 @@ def _events(
     events = tuple(
         EventRow(
             id=e.id,
-            kind=e.kind,
+            kind=EventKind(e.kind),  # the column's CHECK holds it to the enum
             text=e.text,
             step=e.step,
             line=e.line,
