@@ -63,3 +63,36 @@ def test_postfix_that_raises_is_not_kept() -> None:
     found = _read(text)
     assert found.steps == []
     assert len(found.unread) == 2
+
+
+STEP = (
+    "[rank{r}]: step {s:07d}/0100000 (0.01%) | loss: {loss:.6f} | lrm: 1.00 | dt: 456.70ms"
+    " | tok/sec: 12,000 | mfu: 45.67 | total time: 0.01m\n"
+)
+FIRST_BLOCK = "".join(STEP.format(r=r, s=s, loss=2 + 1 / s) for s in range(1, 2501) for r in (0, 1))
+
+
+def test_first_block_goes_to_the_fast_path_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow: list[int] = []
+    classify = LogReader._classify
+
+    def counted(self: LogReader, raw: str, line: int) -> None:
+        slow.append(line)
+        classify(self, raw, line)
+
+    monkeypatch.setattr(LogReader, "_classify", counted)
+    found = _read(FIRST_BLOCK)  # 5,000 lines, about 700 KB: one block, no template yet
+    assert len(found.steps) == 5000
+    assert 0 < len(slow) < 100  # the first slice, not the whole block
+
+
+def test_first_block_reads_as_its_lines_one_by_one() -> None:
+    whole = _read(FIRST_BLOCK)
+    reader = LogReader(rows=True)
+    each = Found()
+    for line in FIRST_BLOCK.splitlines(keepends=True):
+        each.extend(reader.feed(line))
+    each.extend(reader.finish())
+    assert whole.steps == each.steps
+    assert whole.metrics == each.metrics
+    assert whole.unread == each.unread == []
