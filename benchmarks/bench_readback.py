@@ -15,6 +15,10 @@ modules each reader needs imported before the clock and printed apart), the medi
 (benchmarks/.venvs/trackio, made with pip on first use, or --trackio-python).
 
     .venv/bin/python benchmarks/bench_readback.py [--steps 20000] [--repeat 7]
+    .venv/bin/python benchmarks/bench_readback.py --no-trackio   # ledger and plain only
+
+--no-trackio measures ledger against the plain fetch alone (the goal's reference), where
+trackio cannot be installed (a machine without a package index).
 """
 
 from __future__ import annotations
@@ -123,8 +127,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--trackio-python", help="a python that has trackio (else one is made)")
+    parser.add_argument(
+        "--no-trackio", action="store_true", help="leave trackio out: ledger beside plain only"
+    )
     args = parser.parse_args()
-    tpython = trackio_python(args.trackio_python)
+    tpython = None if args.no_trackio else trackio_python(args.trackio_python)
     import ledger
 
     rows = rows_for(args.steps)
@@ -136,7 +143,8 @@ def main() -> None:
         data = folder / "rows.json"
         data.write_text(json.dumps(rows))
         env = {**os.environ, "TRACKIO_DIR": str(folder / "trackio")}
-        run(tpython, WRITE_TRACKIO, str(data), PROJECT, RUN, env=env)
+        if tpython is not None:
+            run(tpython, WRITE_TRACKIO, str(data), PROJECT, RUN, env=env)
         here = {**os.environ, "PYTHONPATH": str(ROOT)}
         times: dict[str, list[float]] = {"ledger": [], "trackio": [], "plain": []}
         imports: dict[str, list[float]] = {"ledger": [], "trackio": []}
@@ -146,22 +154,25 @@ def main() -> None:
             times["ledger"].append(took)
             imports["ledger"].append(imported)
             shapes["ledger"] = (int(shape[0]), int(shape[1]))
-            took, imported, *shape = run(tpython, READ_TRACKIO, PROJECT, RUN, env=env)
-            times["trackio"].append(took)
-            imports["trackio"].append(imported)
-            shapes["trackio"] = (int(shape[0]), int(shape[1]))
+            if tpython is not None:
+                took, imported, *shape = run(tpython, READ_TRACKIO, PROJECT, RUN, env=env)
+                times["trackio"].append(took)
+                imports["trackio"].append(imported)
+                shapes["trackio"] = (int(shape[0]), int(shape[1]))
             took, _, *shape = run(sys.executable, READ_PLAIN, str(db), RUN)
             times["plain"].append(took)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    imp = {k: statistics.median(v) for k, v in imports.items()}
+    med = {k: statistics.median(v) for k, v in times.items() if v}
+    imp = {k: statistics.median(v) for k, v in imports.items() if v}
     print(f"one run, {args.steps:,} steps x 6 scalars, medians of {args.repeat} fresh processes")
     print(f"  plain sqlite3 fetch of the rows        {med['plain']:7.3f} s   (reference)")
+    beside = f"{med['ledger'] / med['trackio']:.2f}x trackio (goal < 1x); " if tpython else ""
     print(
         f"  ledger wide_frame                      {med['ledger']:7.3f} s   "
-        f"{med['ledger'] / med['plain']:.2f}x plain (goal <= 2x), "
-        f"{med['ledger'] / med['trackio']:.2f}x trackio (goal < 1x); "
+        f"{med['ledger'] / med['plain']:.2f}x plain (goal <= 2x), {beside}"
         f"frame {shapes['ledger']}, imports {imp['ledger']:.2f} s"
     )
+    if tpython is None:
+        return
     print(
         f"  trackio get_logs into a DataFrame      {med['trackio']:7.3f} s   "
         f"frame {shapes['trackio']}, imports {imp['trackio']:.2f} s"

@@ -4,6 +4,8 @@ for the run, Steps.take_many for its bookkeeping); the lines between them go to 
 one by one (bars, events, other shapes). A match glued inside a line (a step line after a
 bar state that lost its newline) is not taken: that line is read whole by the slow path.
 When another template reads most lines between the matches, it becomes the busy one.
+Until a template is learned, the block is read a slice of lines at a time, so that the
+fast path takes over within a few KB of the first step line rather than at the next block.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 _INF = float("inf")
 _NINF = -_INF
 SWITCH_AFTER = 16  # gap lines another template read before the fast path takes it
+UNLEARNED_SLICE = 4096  # characters read line by line before looking for a template again
 
 
 class FastPath:
@@ -35,8 +38,15 @@ class FastPath:
         while pos < n:
             tpl = r.hot()
             if tpl is None:
-                r.lines(text, pos, n)
-                return
+                if r.state.lines.wrap:  # wrapped lines are joined across the whole block
+                    r.lines(text, pos, n)
+                    return
+                # No template yet: a slice of lines, then look again, so that the rest of
+                # the block (a first read is a whole chunk, 1 MiB) is not all read slowly.
+                cut = text.find("\n", pos + UNLEARNED_SLICE) + 1 or n
+                r.lines(text, pos, cut)
+                pos = cut
+                continue
             r.gap_hits = 0
             done = self._iterate(text, pos, tpl)
             if done >= n:
@@ -127,4 +137,4 @@ class FastPath:
         r.guard(r.steps.take, r.state.line, flat, tpl.names, tpl.unit, tpl.shape, tpl.summary)
 
 
-__all__ = ["SWITCH_AFTER", "FastPath"]
+__all__ = ["SWITCH_AFTER", "UNLEARNED_SLICE", "FastPath"]

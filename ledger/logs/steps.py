@@ -49,6 +49,9 @@ class Steps:
         self.rows = rows
         self.flush_bar = flush_bar
         self.ranks = set(state.ranks)
+        # The last bar text's reading (text, loss, metrics): a redrawn bar repeats its
+        # postfix state after state, and reading the pairs was most of a bar state's cost.
+        self._said: tuple[str, float | None, tuple[tuple[str, float], ...]] | None = None
 
     # -- step lines --------------------------------------------------------------------------
 
@@ -371,10 +374,8 @@ class Steps:
         description (torchtune's `1|100|Loss: 1.23`), is a step."""
         said = _DESC_METRIC.search(bar.desc)
         text = f"{said.group('metrics')} | {bar.postfix}" if said else bar.postfix
-        values, _unit = pairs.find(text, [], None)
-        line = pairs.convert(pairs.texts_of(text, values), values, None)
-        metrics = [(n, x) for n, x in line.metrics if n != "v_num"]
-        if LOSS not in line.values and not metrics:
+        loss, metrics = self._metrics_of(text)
+        if loss is None and not metrics:
             return
         n = int64(int(bar.n))
         if n <= 0:
@@ -389,12 +390,25 @@ class Steps:
                 st.epoch_base = e
             step = int64((e - st.epoch_base) * int(bar.total) + n)
         flat = (
-            0, step, None, None, None, None, None, None, None, bar.rate, line.values.get(LOSS),
+            0, step, None, None, None, None, None, None, None, bar.rate, loss,
             None, None, tuple(x for _n, x in metrics),
         )  # fmt: skip
         unit = _bar_unit(bar.unit)
         self.state.unit = self.state.unit or unit
         self.take(bar.line, flat, tuple(n for n, _x in metrics), unit, "bar postfix", False)
+
+    def _metrics_of(self, text: str) -> tuple[float | None, tuple[tuple[str, float], ...]]:
+        """The loss and other metrics a bar's text says (`v_num` is Lightning's version,
+        not a metric); the last text's reading is kept, a text that raises is not."""
+        last = self._said
+        if last is not None and last[0] == text:
+            return last[1], last[2]
+        values, _unit = pairs.find(text, [], None)
+        line = pairs.convert(pairs.texts_of(text, values), values, None)
+        metrics = tuple((n, x) for n, x in line.metrics if n != "v_num")
+        loss = line.values.get(LOSS)
+        self._said = (text, loss, metrics)
+        return loss, metrics
 
     def _last_epoch(self, bar: Bar) -> bool:
         m = _EPOCH_OF.search(bar.desc)
