@@ -160,10 +160,12 @@ def test_cuda_losses_arrive_once_copied_and_nothing_blocks(
     assert norms == pytest.approx([i / 10 for i in range(40)])
     assert metrics[metrics["name"] == "eval_loss"]["value"].tolist() == [0.125]
     # Automatic event timing: an event costs next to nothing here, so once the meter has
-    # seen what one costs (16 steps), steps have a GPU time — every one on a quiet machine;
-    # the interval is chosen from measured costs, and a loaded one may time every other.
+    # seen what one costs (16 steps), steps have a GPU time — every one on a quiet machine.
+    # The interval is chosen from measured host costs, which a loaded machine inflates
+    # (every third step was seen under `pytest -n 4` beside CPU burners): still more often
+    # than the first guess, one step in 8 (three of these 24).
     timed = steps["gpu_time_s"].iloc[16:].notna()
-    assert timed.sum() >= len(timed) // 2, timed.tolist()
+    assert timed.sum() >= 4, timed.tolist()
 
 
 def test_memory_is_sampled_by_time_as_well_as_by_step(

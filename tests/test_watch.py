@@ -274,7 +274,6 @@ def test_on_a_terminal_the_status_is_one_line_redrawn(box: Path) -> None:
     import pty
 
     log = box / "train_tty.log"
-    trainer = _trainer(log, "--ending", "oom", "--end-at", "150", "--load-time", "1")
     code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
     main, child = pty.openpty()
     watcher = subprocess.Popen(
@@ -282,7 +281,13 @@ def test_on_a_terminal_the_status_is_one_line_redrawn(box: Path) -> None:
         stdout=child, stderr=child, close_fds=True,
     )  # fmt: skip
     os.close(child)
-    seen = b""
+    # The relaunch starts once the watcher is up and says so (waiting for its log): on a
+    # loaded machine the watcher's start-up could otherwise outlast the whole run, leaving
+    # nothing to redraw between its first line and its last.
+    seen = os.read(main, 4096)
+    trainer = _trainer(
+        log, "--ending", "oom", "--end-at", "150", "--load-time", "1", "--step-time", "0.01"
+    )
     while True:
         try:
             chunk = os.read(main, 4096)
