@@ -32,7 +32,9 @@ class SchemaOutdatedError(LedgerError):
 class NotFoundError(LedgerError):
     """Raised when a run, hypothesis, patch or other row named by the caller does not exist."""
 
-    def __init__(self, kind: str, wanted: object, known: Iterable[object] = ()) -> None:
+    def __init__(
+        self, kind: str, wanted: object, known: Iterable[object] = (), hint: str | None = None
+    ) -> None:
         self.kind = kind
         self.wanted = wanted
         self.suggestions = closest(str(wanted), [str(k) for k in known])
@@ -46,6 +48,8 @@ class NotFoundError(LedgerError):
                 message += f" (known: {shown})"
             else:
                 message += f" (there are no {plural(kind)} yet)"
+        if hint:
+            message += f"; {hint}"
         super().__init__(message)
 
 

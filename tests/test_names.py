@@ -88,6 +88,9 @@ def test_deploy_new_names_a_run_that_has_no_row_yet(db_url: str) -> None:
     run_json("init")
     refused = run_cli("deploy", "--run", "eager_baseline", "--step", "relaunch", "--", "true")
     assert refused.exit_code == 1 and "no run 'eager_baseline'" in refused.stderr
+    assert "--new records it as a new run" in refused.stderr  # the way out, said
+    probe = run_cli("probe", "--run", "eager_baseline", "--", "true")
+    assert probe.exit_code == 1 and "--new records it as a new run" in probe.stderr
     made = run_json(
         "deploy", "--run", "eager_baseline", "--step", "relaunch", "--new", "--", "true"
     )

@@ -34,7 +34,7 @@ from ledger.launchcmd import split as read_launch
 from ledger.model import records
 from ledger.proc import CommandResult, Stop, run_command
 from ledger.store import gate, launches
-from ledger.store.lookup import ensure_run, find_run, run_row
+from ledger.store.lookup import NEW_RUN_HINT, ensure_run, find_run, run_row
 
 LAUNCH_STEP = re.compile(r"launch|start|train|^run$", re.IGNORECASE)
 HELD = "not run: the artifact drifted from the patch"  # how a held step's output begins
@@ -90,7 +90,7 @@ def new_step(
     for a launch step whose flags could not be read, why (None otherwise). An unknown run
     is refused (a typo would make a stray run) unless `new` asks for it. A `held` step (its
     artifact drifted) is closed at once: its command does not run."""
-    run_ = ensure_run(session, inv, run)[0] if new else run_row(session, inv, run)
+    run_ = ensure_run(session, inv, run)[0] if new else run_row(session, inv, run, NEW_RUN_HINT)
     row = m.DeployStep(
         run_id=run_.id,
         patch_id=run_.patch_id,

@@ -51,6 +51,10 @@ from ledger.store import (
 from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
 
+# How many times an ingest overtaken by another ingest of its log goes on from the other's
+# place before it gives up (each time the other read on while this one paused).
+OVERTAKEN_TRIES = 20
+
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -382,12 +386,21 @@ class Store:
         if file.name.endswith(".json"):
             with self._write() as (s, inv):
                 return trainer_state.ingest(s, inv, file, name)
-        with self._write() as (s, inv):
-            request = ingest.LogRequest(
-                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache,
-                fresh,
-            )  # fmt: skip
-            return ingest.read_log(s, inv, file, name, request)
+        for attempt in range(OVERTAKEN_TRIES):
+            try:
+                with self._write() as (s, inv):
+                    request = ingest.LogRequest(
+                        (*settings.patterns(s), *patterns), tokens_per_step, stall_after,
+                        progress, cache, fresh,
+                    )  # fmt: skip
+                    return ingest.read_log(s, inv, file, name, request)
+            except ingest.Overtaken:
+                # Another ingest read on from where this one paused: what this one stored
+                # stands, and it goes on from the other's place (rolled back to it), as a
+                # person would by running ingest again. The result is of the last read.
+                if attempt == OVERTAKEN_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def store_imports(self, found: list[TrackedRun], cmap: ColumnMap) -> ImportResult:
         """Store the runs other trackers recorded, read already (new steps only)."""

@@ -223,12 +223,18 @@ def _commit_so_far(
     session.commit()  # the rows stay readable (expire_on_commit is off): no query till then
 
 
+class Overtaken(ConflictError):
+    """Another ingest of the log read on from where this one paused (SQLite lets another
+    writer in between batches): what this one stored stands; it goes on from the other's
+    place (Store.ingest reads again) rather than store the same lines twice."""
+
+
 def _still_ours(session: Session, lf: m.LogFile) -> None:
     """Begin the next batch's transaction by taking the log's row again; refuse to go on if
     another ingest of this log read on from here in between."""
     stored = session.scalar(select(m.LogFile.offset).where(m.LogFile.id == lf.id).with_for_update())
     if stored != lf.offset:
-        raise ConflictError(
+        raise Overtaken(
             f"{lf.path} was read on by another ingest while this one paused; run ingest "
             "again to read the rest"
         )

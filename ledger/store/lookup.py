@@ -66,12 +66,17 @@ def run_names(session: Session, inv: int) -> list[str]:
     return list(session.scalars(query).all())
 
 
-def run_row(session: Session, inv: int, name: str) -> m.Run:
-    """The run called `name`, or NotFoundError naming the closest known runs."""
+def run_row(session: Session, inv: int, name: str, hint: str | None = None) -> m.Run:
+    """The run called `name`, or NotFoundError naming the closest known runs (and `hint`:
+    how to make it, where the command can)."""
     row = find_run(session, inv, name)
     if row is None:
-        raise NotFoundError("run", name, run_names(session, inv))
+        raise NotFoundError("run", name, run_names(session, inv), hint)
     return row
+
+
+# deploy and probe may name a run before its log exists (the baseline relaunch): say how.
+NEW_RUN_HINT = "--new records it as a new run"
 
 
 def check_run_name(name: str) -> str:

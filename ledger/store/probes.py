@@ -29,7 +29,7 @@ from ledger.model.terms import FAILED_FATES, FINAL_FATES, Fate
 from ledger.proc import EXIT_INTERRUPTED, EXIT_NOT_FOUND, CommandResult, Stop
 from ledger.store import gate, launches, settings
 from ledger.store.deploys import store_command_result
-from ledger.store.lookup import ensure_run
+from ledger.store.lookup import NEW_RUN_HINT, ensure_run
 from ledger.store.lookup import run_row as run_row_of
 
 Position = tuple[Any, Any, Any]  # (last step, last bar's description, last bar's n)
@@ -76,7 +76,9 @@ def wait(seconds: float, sleep: Callable[[float], None], stop: Stop | None) -> b
 def start(session: Session, inv: int, run: str, argv: list[str], new: bool) -> tuple[int, int]:
     """The probe's row, before its command runs; returns (probe id, run id). An unknown
     run is refused (a typo would make a stray run) unless `new` asks for it."""
-    run_row = ensure_run(session, inv, run)[0] if new else run_row_of(session, inv, run)
+    run_row = (
+        ensure_run(session, inv, run)[0] if new else run_row_of(session, inv, run, NEW_RUN_HINT)
+    )
     row = m.Probe(
         run_id=run_row.id,
         command=gate.command(argv),
