@@ -261,3 +261,43 @@ def test_ingest_reads_standard_input(db_url: str) -> None:
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["steps"] == 25
     assert run_cli("ingest", "-", input=log).exit_code == 2  # a stream needs its run's name
+
+
+@pytest.mark.sqlite_only
+def test_an_ingest_overtaken_while_it_paused_goes_on_from_the_other_s_place(
+    lg, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite lets another writer in between an ingest's batches: a second ingest of the log
+    that reads on from there overtakes the first, which then goes on from the second's place
+    (it failed, under load, with "read on by another ingest") and stores nothing twice."""
+    import functools
+
+    import ledger
+    import ledger.logs.source as source
+    import ledger.store.ingest as ingest_store
+
+    # read in blocks of 2 KiB, a batch (and a pause) each: about 60 steps
+    monkeypatch.setattr(ingest_store, "BATCH_ROWS", 50)
+    monkeypatch.setattr(
+        source, "read_blocks", functools.partial(source.read_blocks, chunk_size=2048)
+    )
+    log = tmp_path / "train_overtaken.log"
+    log.write_text("step 0 | loss 1.0 | tok/s 1000\n")
+    lg.ingest(log)  # the log's row exists: the first ingest holds no lock between batches
+    crash = 'Traceback (most recent call last):\n  File "t.py", line 1\nRuntimeError: boom\n'
+    with log.open("a") as handle:
+        handle.write("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(1, 400)))
+        handle.write(crash)
+    size, overtaken = log.stat().st_size, []
+
+    def the_other_ingest(offset: int, total: int) -> None:
+        if not overtaken and offset > size // 2:  # past its first batches, mid-file
+            with ledger.open(db_url) as other:
+                overtaken.append(other.ingest(log))
+
+    result = lg.ingest(log, progress=the_other_ingest)
+    assert overtaken and overtaken[0].steps > 0  # the other read on from the first's pause
+    assert result.offset == size and result.steps < 399  # the first: on from the other's place
+    assert lg.run_summary("overtaken").steps == 400
+    kinds = [e["kind"] for e in lg.log_events("overtaken")]
+    assert kinds == ["traceback"]  # stored once, by whichever read it
