@@ -365,6 +365,19 @@ class Store:
         with self._write() as (s, _):
             return settings.remove_pattern(s, number)
 
+    def _read_log(
+        self, file: Path, name: str, patterns: Sequence[str], tokens_per_step: float | None,
+        stall_after: float, progress: ingest.Progress | None, cache: ingest.PrefixCache | None,
+        fresh: bool,
+    ) -> records.IngestResult:  # fmt: skip
+        """One read of what is new in a log, in one write session."""
+        with self._write() as (s, inv):
+            request = ingest.LogRequest(
+                (*settings.patterns(s), *patterns), tokens_per_step, stall_after, progress, cache,
+                fresh,
+            )  # fmt: skip
+            return ingest.read_log(s, inv, file, name, request)
+
     def ingest(
         self,
         path: str | os.PathLike[str],
@@ -386,21 +399,17 @@ class Store:
         if file.name.endswith(".json"):
             with self._write() as (s, inv):
                 return trainer_state.ingest(s, inv, file, name)
-        for attempt in range(OVERTAKEN_TRIES):
+        for _ in range(OVERTAKEN_TRIES - 1):
             try:
-                with self._write() as (s, inv):
-                    request = ingest.LogRequest(
-                        (*settings.patterns(s), *patterns), tokens_per_step, stall_after,
-                        progress, cache, fresh,
-                    )  # fmt: skip
-                    return ingest.read_log(s, inv, file, name, request)
+                return self._read_log(file, name, patterns, tokens_per_step, stall_after,
+                                      progress, cache, fresh)  # fmt: skip
             except ingest.Overtaken:
                 # Another ingest read on from where this one paused: what this one stored
                 # stands, and it goes on from the other's place (rolled back to it), as a
                 # person would by running ingest again. The result is of the last read.
-                if attempt == OVERTAKEN_TRIES - 1:
-                    raise
-        raise AssertionError("unreachable: the last try returns or raises")
+                continue
+        return self._read_log(file, name, patterns, tokens_per_step, stall_after, progress,
+                              cache, fresh)  # fmt: skip
 
     def store_imports(self, found: list[TrackedRun], cmap: ColumnMap) -> ImportResult:
         """Store the runs other trackers recorded, read already (new steps only)."""
