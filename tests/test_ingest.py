@@ -227,7 +227,12 @@ def test_ctrl_c_while_following_exits_130_and_keeps_what_was_read(
     run_json("init")
     log = tmp_path / "train_followed.log"
     log.write_text("".join(f"step {i} | loss 1.0 | tok/s {1000 + i}\n" for i in range(30)))
-    code = "import sys\nfrom ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    # SIGUSR1 dumps every thread's stack to stderr: a follower that hangs says where.
+    code = (
+        "import faulthandler, signal, sys\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        "from ledger.cli import main\nsys.argv[0] = 'ledger'\nmain()"
+    )
     follower = subprocess.Popen(
         [sys.executable, "-c", code, "ingest", str(log), "--follow", "--interval", "0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -245,6 +250,12 @@ def test_ctrl_c_while_following_exits_130_and_keeps_what_was_read(
         follower.send_signal(signal.SIGINT)
         # A minute or two: beside two CPU burners its exit took 3 s.
         _, err = follower.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        follower.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        follower.kill()
+        _, err = follower.communicate()
+        raise AssertionError(f"still running 120 s after Ctrl-C; its threads:\n{err}") from None
     finally:  # never left running: its pipes, collected later, fail another test
         if follower.poll() is None:
             follower.kill()

@@ -11,6 +11,7 @@ records from ledger.model, never ORM rows.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +51,8 @@ from ledger.store import (
 )
 from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
+
+log = logging.getLogger("ledger.store")
 
 # How many times an ingest overtaken by another ingest of its log goes on from the other's
 # place before it gives up (each time the other read on while this one paused).
@@ -407,7 +410,8 @@ class Store:
                 # Another ingest read on from where this one paused: what this one stored
                 # stands, and it goes on from the other's place (rolled back to it), as a
                 # person would by running ingest again. The result is of the last read.
-                continue
+                log.info("ingest of %s was overtaken by another ingest; going on from its place",
+                         file)  # fmt: skip
         return self._read_log(file, name, patterns, tokens_per_step, stall_after, progress,
                               cache, fresh)  # fmt: skip
 
