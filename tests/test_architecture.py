@@ -25,6 +25,7 @@ LAYERS = {
     "ledger.hashing": "base",
     "ledger.redact": "base",
     "ledger.proc": "base",
+    "ledger.interrupts": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
     "ledger.cleantext": "base",

@@ -15,9 +15,11 @@ from ledger.cli import (  # noqa: F401 — registers the commands
     why,
 )
 from ledger.cli.app import cli
+from ledger.interrupts import install as take_interrupts
 
 
 def main() -> None:
+    take_interrupts()  # a Ctrl-C swallowed by a garbage-collector callback still stops
     cli.main(prog_name="ledger")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import UsageError
+from ledger.interrupts import pause
 from ledger.model.terms import LaunchSource
 from ledger.watch.codes import ERROR, EXIT_CODES, OUTCOMES
 
@@ -40,7 +41,7 @@ def watch(
     timeout: float | None = None,
     interval: float = 0.25,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
     stop_on: Iterable[str] = (),
 ) -> Watcher:
     """Follow `run` — its log file, a command's output, or (with neither) its rows in the

@@ -8,12 +8,12 @@ loses nothing that an earlier look stored.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import InputFileError
+from ledger.interrupts import pause
 from ledger.model import records
 from ledger.model.terms import FINAL_FATES
 from ledger.store.cursor import PrefixCache
@@ -57,7 +57,7 @@ def follow(
     patterns: Sequence[str] = (),
     tokens_per_step: float | None = None,
     stall_after: float = STALL_AFTER_S,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
 ) -> Iterator[records.IngestResult]:
     """Ingest a growing log every `interval` seconds, yielding the first look that found
     training output and then each that read something or changed the fate; stops after a

@@ -28,6 +28,7 @@ import numpy as np
 
 from ledger.analyze.sequential import SequentialMonitor
 from ledger.errors import NotFoundError
+from ledger.interrupts import pause
 from ledger.model.analysis import MonitorState, Reference
 from ledger.model.records import WatchResult, WatchUpdate
 from ledger.model.terms import (
@@ -100,7 +101,7 @@ class Watcher:
         timeout: float | None = None,
         interval: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         launch: int | None = None,
         stop_on: frozenset[str] = frozenset(),
     ) -> None:
