@@ -174,6 +174,8 @@ class Steps:
         out_metrics = self.rec.out.metrics
         log, inf, scale, kept = _log, _INF, BIN, EXACT
         top = run.max_step
+        # what only a line taken the slow way changes, checked again after each such line
+        settled = rate.first is not None and not run.since_step
         done = 0
         step = None
         for i, flat in enumerate(flats):
@@ -183,10 +185,9 @@ class Steps:
             step = flat[1]
             tp = flat[9]
             if (
-                top is None or step is None or rank not in ranks or step < top
-                or step > INT64_MAX or rate.first is None or tp is None or not -inf < tp < inf
-                or run.since_step or flat[3] is not None
-                or (flat[2] is not None and flat[2] != total)
+                not settled or top is None or step is None or rank not in ranks or step < top
+                or step > INT64_MAX or tp is None or not -inf < tp < inf
+                or flat[3] is not None or (flat[2] is not None and flat[2] != total)
             ):  # fmt: skip
                 if done:
                     st.last_step = flats[i - 1][1]
@@ -197,6 +198,7 @@ class Steps:
                 run = st.run
                 top = run.max_step
                 total = st.total
+                settled = rate.first is not None and not run.since_step
                 continue
             by_rank[rank] = step
             n = q.n = q.n + 1

@@ -63,7 +63,7 @@ class Template:
     block: re.Pattern[str]  # finditer over a block of raw lines, prefix included
     convert: Callable[..., Flat]  # body groups (and the prefix's rank) → Flat
     convert_block: Callable[..., Flat]  # block groups → Flat
-    convert_many: Callable[..., list[Flat]]  # a list of block groups → Flats
+    convert_many: Callable[..., list[Flat]]  # block groups (any iterable of them) → Flats
     names: tuple[str, ...]  # the metrics' names, in the order of Flat's last item
     unit: str | None
     shape: str  # the line shape it was learned from
