@@ -62,8 +62,14 @@ def _consecutive(
         return None
     mark = placeholder(conn.dialect.name)
     where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
+    # one aggregate a subquery, the ends of the one rank's steps: SQLite counts the index's
+    # entries and reads each end of it; the three in one SELECT read every entry's step
+    # instead (2.6 times as long)
+    ranked = f"{where} AND rank = {mark}"
     rows, first, last = conn.exec_driver_sql(
-        f"SELECT count(*), min(step), max(step) {where}", (run_id, launch)
+        f"SELECT (SELECT count(*) {where}), (SELECT min(step) {ranked}), "
+        f"(SELECT max(step) {ranked})",
+        (run_id, launch, run_id, launch, low, run_id, launch, low),
     ).one()
     if not rows or last - first + 1 != rows:
         return None
