@@ -164,7 +164,10 @@ def integrated_time(values: np.ndarray) -> float:
     base = float(x.var())
     if not base > 0.0 or not math.isfinite(base):
         return 1.0
-    rho = min(max(float(np.dot(x[:-1], x[1:]) / (base * n)), 0.0), 0.995)
+    # numpy's own pairwise sum, not np.dot: BLAS sums in an order of its CPU's kernel, so
+    # the last digits of the time (printed by compare --json) moved from machine to machine
+    lagged = float(np.add.reduce(x[:-1] * x[1:]))
+    rho = min(max(lagged / (base * n), 0.0), 0.995)
     tau = (1.0 + rho) / (1.0 - rho)
     batch, y = 1, x
     while len(y) >= 32:  # keep at least 16 batch means at the next level
