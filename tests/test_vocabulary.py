@@ -65,6 +65,7 @@ SCANNED_TOO = (
     "config.py",
     "errors.py",
     "hashing.py",
+    "interrupts.py",
     "launchcmd.py",
     "proc.py",
     "shellwords.py",
