@@ -131,6 +131,11 @@ class Link:
                 self._proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 done = False
+        if done:
+            # The writer has ended, so its pipe is at its end: the reply reader is finishing
+            # (it may not have been scheduled yet on a loaded machine). A closed meter
+            # leaves no thread of its own behind.
+            self._replies.join(max(0.1, deadline - time.monotonic()))
         if not done:
             self._abandon()
         return done
