@@ -20,7 +20,9 @@ of both runs' (step, throughput) rows, its interpreter start included: the refer
 `ledger compare A B`, and a `python -c` that opens the ledger and builds both steps frames.
 Each process's CPU seconds are printed too, with their ratios (steadier than the wall
 clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
-`--keep PATH`), in either mode.
+`--keep PATH`), in either mode. `--against TREE` (with `--processes`) runs another checkout's
+compare and steps_frame in the same rounds (`git worktree add TREE <commit>`): the tree
+before a change and after it, under the same load.
 """
 
 from __future__ import annotations
@@ -92,26 +94,38 @@ for run in sys.argv[2:]:
 """
 
 
-def processes(path: Path, repeat: int) -> None:
-    """Whole commands in fresh processes, round-robin, medians and ratios to the raw fetch."""
-    ledger_cmd = [sys.executable, "-m", "ledger", "--db", str(path)]
-    commands = {
-        "raw": [sys.executable, "-c", RAW_FETCH, str(path)],
-        "compare": [*ledger_cmd, "compare", *RUNS],
-        "frames": [sys.executable, "-c", FRAMES, str(path), *RUNS],
+def processes(path: Path, repeat: int, against: Path | None = None) -> None:
+    """Whole commands in fresh processes, round-robin, medians and ratios to the raw fetch.
+
+    `against`: another checkout of ledger (the tree before a change) whose compare and
+    steps_frame run in the same rounds, through PYTHONPATH, so that the load hits both.
+    """
+    trees = {"": None} if against is None else {"": None, " (against)": against}
+    commands: dict[str, tuple[list[str], Path | None]] = {
+        "raw": ([sys.executable, "-c", RAW_FETCH, str(path)], None)
     }
+    for suffix, tree in trees.items():
+        ledger_cmd = [sys.executable, "-m", "ledger", "--db", str(path)]
+        commands["compare" + suffix] = ([*ledger_cmd, "compare", *RUNS], tree)
+        commands["frames" + suffix] = ([sys.executable, "-c", FRAMES, str(path), *RUNS], tree)
     times: dict[str, list[float]] = {name: [] for name in commands}
     # CPU seconds of each child (user + system, its threads included): on a shared
     # machine the wall clock mostly measures the neighbours, the CPU far less
     cpu: dict[str, list[float]] = {name: [] for name in commands}
-    env = dict(os.environ)
-    for argv in commands.values():  # once each first: page cache, .pyc files
-        subprocess.run(argv, check=True, capture_output=True, env=env)
+
+    def env_for(tree: Path | None) -> dict[str, str]:
+        env = dict(os.environ)
+        if tree is not None:
+            env["PYTHONPATH"] = str(tree.resolve())
+        return env
+
+    for argv, tree in commands.values():  # once each first: page cache, .pyc files
+        subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
     for _ in range(repeat):
-        for name, argv in commands.items():
+        for name, (argv, tree) in commands.items():
             used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True, env=env)
+            subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
             times[name].append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
@@ -119,21 +133,22 @@ def processes(path: Path, repeat: int) -> None:
     in_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"whole processes, medians of {repeat}, round-robin")
     print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
-    print(
-        f"  ledger compare A B                         {med['compare']:7.3f} s   "
-        f"{med['compare'] / med['raw']:.2f}x raw (goal <= 0.8x)"
-    )
-    print(
-        f"  python -c <open, steps_frame of both runs> {med['frames']:7.3f} s   "
-        f"{med['frames'] / med['raw']:.2f}x raw (goal <= 0.8x)"
-    )
+    for suffix in trees:
+        print(
+            f"  ledger compare A B{suffix:<24} {med['compare' + suffix]:7.3f} s   "
+            f"{med['compare' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
+        )
+        print(
+            f"  python -c <open, steps_frame of both runs>{suffix} "
+            f"{med['frames' + suffix]:7.3f} s   "
+            f"{med['frames' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
+        )
     for name, values in times.items():
         print(f"    {name}: " + " ".join(f"{v:.3f}" for v in values))
-    print(
-        f"  CPU seconds (medians): raw {in_cpu['raw']:.3f}, compare {in_cpu['compare']:.3f} "
-        f"({in_cpu['compare'] / in_cpu['raw']:.2f}x), frames {in_cpu['frames']:.3f} "
-        f"({in_cpu['frames'] / in_cpu['raw']:.2f}x)"
-    )
+    print(f"  CPU seconds (medians): raw {in_cpu['raw']:.3f}")
+    for name in commands:
+        if name != "raw":
+            print(f"    {name} {in_cpu[name]:.3f} ({in_cpu[name] / in_cpu['raw']:.2f}x)")
 
 
 def main() -> None:
@@ -143,16 +158,22 @@ def main() -> None:
     parser.add_argument("--processes", action="store_true", help="whole fresh processes")
     parser.add_argument("--db", type=Path, help="a ledger this script built before")
     parser.add_argument("--keep", type=Path, help="build the ledger here and keep it")
+    parser.add_argument(
+        "--against", type=Path,
+        help="with --processes: another checkout (the tree before a change), run in turn",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "ledger" / "__init__.py").is_file():
+        parser.error(f"--against {args.against}: no ledger package there")
 
     if args.processes:
         if args.db is not None:
-            processes(args.db, args.repeat)
+            processes(args.db, args.repeat, args.against)
             return
         with tempfile.TemporaryDirectory() as tmp:
             path = args.keep or Path(tmp) / "ledger.db"
             build(path, args.steps)
-            processes(path, args.repeat)
+            processes(path, args.repeat, args.against)
         return
     if args.keep is not None:
         build(args.keep, args.steps)
