@@ -188,7 +188,8 @@ def step_time_distributions(ax: Axes, data: ReportData, look: Look | None = None
         # what they add beyond a typical step, as the stall figure counts it
         share = 100.0 * float((spikes - median).sum()) / float(times.sum())
         ax.annotate(
-            f"{len(spikes):,} spikes ≥ {SPIKE:g}× the median\nadding {share:.1f} % of the time",
+            f"{counted(len(spikes), 'spike')} ≥ {SPIKE:g}× the median\n"
+            f"adding {share:.1f} % of the time",
             (i, float(spikes.max())), xytext=(0, 6), textcoords="offset points", ha="center",
             fontsize=7, color=FATE_COLORS["oom"],
         )  # fmt: skip
