@@ -137,9 +137,12 @@ def test_ctrl_c_leaves_the_trainer_running_said_so_and_no_run_running(box: Path)
         assert _alive(pid)  # by design: watch never ends a trainer on its own
         with ledger.open() as lg:
             summary = lg.run_summary("cut")
-            assert summary.fate == "unknown"  # not `running` for good
-            reason = lg.show("cut").fate_reason or ""
-            assert "left running" in reason and str(pid) in reason
+            shown = lg.show("cut")
+            # what watch said and the launches stored, should either ever be other than this
+            said = f"{err}\nlaunch {summary.launch}, launches {shown.launches}"
+            assert summary.fate == "unknown", said  # not `running` for good
+            reason = shown.fate_reason or ""
+            assert "left running" in reason and str(pid) in reason, said
     finally:
         if pid is not None and _alive(pid):
             os.killpg(pid, signal.SIGKILL)  # the trainer this test made watch start
