@@ -132,10 +132,13 @@ class Link:
             except subprocess.TimeoutExpired:
                 done = False
         if done:
-            # The writer has ended, so its pipe is at its end: the reply reader is finishing
-            # (it may not have been scheduled yet on a loaded machine). A closed meter
+            # The writer has ended, so its pipe is at its end: the reply reader is finishing,
+            # and the forwarder, which sent Close before the writer could answer it, too
+            # (either may not have been scheduled yet on a loaded machine). A closed meter
             # leaves no thread of its own behind.
-            self._replies.join(max(0.1, deadline - time.monotonic()))
+            for thread in (self._forwarder, self._replies):
+                if thread is not threading.current_thread():
+                    thread.join(max(0.1, deadline - time.monotonic()))
         if not done:
             self._abandon()
         return done
