@@ -8,7 +8,10 @@ change point), then times, in the same process and interleaved:
 - raw fetch: sqlite3 (no SQLAlchemy, no numpy) fetching both runs' (step, throughput)
   rows, in key order, into tuples: the reference (goal: compare within 0.8x of it);
 - read: `Ledger.step_columns` for both runs (what compare reads, into numpy);
-- compare: `Ledger.compare([a, b])` end to end (read + analysis + the stored comparison);
+- compare: `Ledger.compare([a, b])` end to end (read + analysis), the analyses it kept
+  the time before dropped first;
+- compare, kept: the same again, which reads the analyses compare kept instead of the
+  steps (ledger.store.kept): what a repeated compare of unchanged runs costs;
 - analysis alone, on arrays already in memory;
 - steps_frame: `Ledger.steps_frame(run, ["throughput"])` of both runs (goal: likewise).
 
@@ -17,7 +20,8 @@ Prints medians over the repetitions and each figure's ratio to the raw fetch.
 With `--processes`, each figure is instead a whole fresh process, as a user runs it, the
 interleaved repetitions ordered round-robin: `python -c <raw fetch>` (a plain sqlite3 fetch
 of both runs' (step, throughput) rows, its interpreter start included: the reference),
-`ledger compare A B`, and a `python -c` that opens the ledger and builds both steps frames.
+`ledger compare A B` (analysed: the kept analyses dropped first; kept: right after it), and
+a `python -c` that opens the ledger and builds both steps frames.
 Each process's CPU seconds are printed too, with their ratios (steadier than the wall
 clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
 `--keep PATH`), in either mode. `--against TREE` (with `--processes`) runs another checkout's
@@ -94,6 +98,17 @@ for run in sys.argv[2:]:
 """
 
 
+def forget_kept(path: Path) -> None:
+    """Drop the analyses compare kept (ledger.store.kept): the next compare reads the steps."""
+    db = sqlite3.connect(path)
+    try:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'kept_analysis'").fetchone():
+            db.execute("DELETE FROM kept_analysis")
+            db.commit()
+    finally:
+        db.close()
+
+
 def processes(path: Path, repeat: int, against: Path | None = None) -> None:
     """Whole commands in fresh processes, round-robin, medians and ratios to the raw fetch.
 
@@ -106,7 +121,9 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
     }
     for suffix, tree in trees.items():
         ledger_cmd = [sys.executable, "-m", "ledger", "--db", str(path)]
+        # cold: the analyses kept by the compare before are dropped first (not timed)
         commands["compare" + suffix] = ([*ledger_cmd, "compare", *RUNS], tree)
+        commands["kept" + suffix] = ([*ledger_cmd, "compare", *RUNS], tree)
         commands["frames" + suffix] = ([sys.executable, "-c", FRAMES, str(path), *RUNS], tree)
     times: dict[str, list[float]] = {name: [] for name in commands}
     # CPU seconds of each child (user + system, its threads included): on a shared
@@ -114,7 +131,9 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
     cpu: dict[str, list[float]] = {name: [] for name in commands}
 
     def env_for(tree: Path | None) -> dict[str, str]:
-        env = dict(os.environ)
+        # The warm-up run below leaves the .pyc files an installed package has (pip
+        # compiles them); with PYTHONDONTWRITEBYTECODE every run would compile ledger anew.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         if tree is not None:
             env["PYTHONPATH"] = str(tree.resolve())
         return env
@@ -123,6 +142,8 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
         subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
     for _ in range(repeat):
         for name, (argv, tree) in commands.items():
+            if name.startswith("compare"):
+                forget_kept(path)
             used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
@@ -135,8 +156,12 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
     print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
     for suffix in trees:
         print(
-            f"  ledger compare A B{suffix:<24} {med['compare' + suffix]:7.3f} s   "
+            f"  ledger compare A B, analysed{suffix:<14} {med['compare' + suffix]:7.3f} s   "
             f"{med['compare' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
+        )
+        print(
+            f"  ledger compare A B, kept{suffix:<18} {med['kept' + suffix]:7.3f} s   "
+            f"{med['kept' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
         )
         print(
             f"  python -c <open, steps_frame of both runs>{suffix} "
@@ -208,6 +233,9 @@ def main() -> None:
             nonlocal report
             report = lg.compare(runs)
 
+        def kept() -> None:
+            lg.compare(runs)
+
         def frame() -> None:
             for r in runs:
                 lg.steps_frame(r, ["throughput"])
@@ -216,13 +244,15 @@ def main() -> None:
             compare_runs([(r, c, "tok/s") for r, c in zip(runs, columns, strict=True)])
 
         times: dict[str, list[float]] = {
-            "raw": [], "read": [], "compare": [], "analysis": [], "frame": []
+            "raw": [], "read": [], "compare": [], "kept": [], "analysis": [], "frame": []
         }  # fmt: skip
         cpu: list[float] = []  # the analysis in CPU seconds: what a loaded machine inflates less
         for _ in range(args.repeat):  # interleaved, so a busy moment hits all alike
             times["raw"].append(timed(raw_fetch))
             times["read"].append(timed(read))
+            forget_kept(path)
             times["compare"].append(timed(compare))
+            times["kept"].append(timed(kept))
             start_cpu = time.process_time()
             times["analysis"].append(timed(analysis))
             cpu.append(time.process_time() - start_cpu)
@@ -241,6 +271,10 @@ def main() -> None:
     print(
         f"  Ledger.compare (read + analysis)      {med['compare']:7.3f} s   "
         f"{med['compare'] / med['raw']:.2f}x raw (goal <= 0.8x)"
+    )
+    print(
+        f"  Ledger.compare, analyses kept         {med['kept']:7.3f} s   "
+        f"{med['kept'] / med['raw']:.2f}x raw (goal <= 0.8x)"
     )
     print(
         f"  analysis alone (arrays in memory)     {med['analysis']:7.3f} s   "

@@ -8,12 +8,20 @@ methods for users.
 
 from __future__ import annotations
 
-from ledger.analyze.compare import compare_pair, compare_runs, resolution_status, verdict
+from ledger.analyze.compare import (
+    check_settings,
+    compare_analyses,
+    compare_pair,
+    compare_runs,
+    resolution_status,
+    verdict,
+)
 from ledger.analyze.run import (
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,
     NotEnoughStepsError,
     analyze_run,
+    reframed,
 )
 from ledger.analyze.sequential import SequentialMonitor, baseline_reference, reference_from_run
 from ledger.analyze.series import StepColumns
@@ -48,9 +56,12 @@ __all__ = [
     "StepColumns",
     "analyze_run",
     "baseline_reference",
+    "check_settings",
+    "compare_analyses",
     "compare_pair",
     "compare_runs",
     "reference_from_run",
+    "reframed",
     "resolution_status",
     "verdict",
 ]

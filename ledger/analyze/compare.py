@@ -163,6 +163,23 @@ def compare_runs(
         analyze_run(name, columns, unit=unit, threshold=threshold, baseline=baseline.value)
         for name, columns, unit in runs
     ]
+    return compare_analyses(analyses, baseline=baseline, threshold=threshold, alpha=alpha)
+
+
+def compare_analyses(
+    analyses: Sequence[RunAnalysis],
+    *,
+    baseline: Baseline | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+) -> CompareReport:
+    """Compare every later analysis with the first (made with this threshold and baseline:
+    `analyze_run`, or a kept one `reframed`)."""
+    check_settings(threshold, alpha)
+    if len(analyses) < 1:
+        raise UsageError("name at least one run")
+    baseline = baseline or Baseline(None, None, None)
+    analyses = list(analyses)
     first = analyses[0]
     comparisons = [
         compare_pair(first, other, threshold=threshold, alpha=alpha) for other in analyses[1:]

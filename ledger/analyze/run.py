@@ -7,6 +7,7 @@ and both again over the regime the run ends in when the window holds a change po
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -101,16 +102,13 @@ def _analyze(
     steady_from = int(trace.steps[start])
     ranks = rank_spread(trace.ranks, steady_from) if trace.ranks is not None else None
     effective, basis, stalls, regime = _effective(trace, start, mask, shifts, change_points)
-    vs_baseline = recovered = None
     judged = regime.effective if regime is not None else effective.value
-    if baseline is not None and baseline > 0 and math.isfinite(judged):
-        vs_baseline = 100.0 * judged / baseline
-        recovered = bool(judged >= baseline * (1.0 - threshold))
+    vs_baseline, recovered = _against(judged, baseline, threshold)
     ci = estimate.interval()
     outlier_index = np.flatnonzero(mask)[:OUTLIER_STEPS_SHOWN]
     return RunAnalysis(
         run=name,
-        unit=unit if trace.source != "1/step_time" else "steps/s",
+        unit=_unit(unit, trace.source),
         source=trace.source,
         n_steps=len(values),
         first_step=int(trace.steps[0]),
@@ -145,6 +143,40 @@ def _analyze(
         values=values,
         outlier_mask=outliers.mask,
     )
+
+
+def reframed(
+    analysis: RunAnalysis,
+    name: str,
+    *,
+    unit: str | None,
+    threshold: float,
+    baseline: float | None,
+) -> RunAnalysis:
+    """An analysis made before (kept: ledger.model.kept) as `analyze_run` makes it under
+    this name, unit and baseline: besides the steps and the threshold, those are all it
+    depends on."""
+    vs_baseline, recovered = _against(analysis.judged_effective, baseline, threshold)
+    return dataclasses.replace(
+        analysis,
+        run=name,
+        unit=_unit(unit, analysis.source),
+        vs_baseline_pct=vs_baseline,
+        recovered=recovered,
+    )
+
+
+def _against(
+    judged: float, baseline: float | None, threshold: float
+) -> tuple[float | None, bool | None]:
+    """The judged effective figure as a % of the baseline, and whether it is back at it."""
+    if baseline is not None and baseline > 0 and math.isfinite(judged):
+        return 100.0 * judged / baseline, bool(judged >= baseline * (1.0 - threshold))
+    return None, None
+
+
+def _unit(unit: str | None, source: str) -> str | None:
+    return unit if source != "1/step_time" else "steps/s"
 
 
 def _effective(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.app import cli, emit, json_option, open_ledger, warn, with_ledger
+from ledger.cli.app import UNLESS_WRITABLE, cli, emit, json_option, open_ledger, warn, with_ledger
 from ledger.cli.params import ALPHA, ID, THROUGHPUT, Percent
 from ledger.present.compare import render_report
 
@@ -55,7 +55,11 @@ if TYPE_CHECKING:
     "(two runs: before the fix, then with it).",
 )
 @json_option
-@with_ledger(read_only=lambda options: options["hypothesis_id"] is None)
+# Without --resolve, compare only reads, but it keeps the analyses it made where it may
+# write the ledger (ledger.store.kept): comparing the same runs again reads no steps.
+@with_ledger(
+    read_only=lambda options: UNLESS_WRITABLE if options["hypothesis_id"] is None else False
+)
 def compare(
     lg: Ledger,
     runs: tuple[str, ...],
@@ -74,7 +78,9 @@ def compare(
     autocorrelated steps) and a difference of at least --threshold. Change points inside
     a run and the spread between ranks are reported too; docs/analysis.md explains the
     method. A run is judged by its latest launch; RUN@N names another (eager_b@1: the
-    first launch of a run relaunched under the same name).
+    first launch of a run relaunched under the same name). Each run's analysis is kept
+    in the ledger (where this process may write it): comparing again runs whose steps
+    have not changed reads no steps.
 
     \b
       ledger compare eager_unpadded eager_dynamiccopy

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, Literal, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -143,12 +143,20 @@ def run_option(
     return click.option("--run", "run", metavar="NAME", required=required, help=help)
 
 
-def open_ledger(*, read_only: bool = False, check: bool = False) -> Ledger:
+# A command that only reads but keeps what saves the next one work (compare keeps its
+# analyses) opens the ledger to write where it may, and read-only where it may not.
+UNLESS_WRITABLE: Final = "unless-writable"
+Reads = bool | Literal["unless-writable"]
+
+
+def open_ledger(*, read_only: Reads = False, check: bool = False) -> Ledger:
     """The ledger named by --db / discovery, for the command being run. Only `ledger init`
     makes a ledger: every other command says where it looked when there is none."""
     from ledger.usecases.ledger import Ledger
 
     options = click.get_current_context().find_root().obj or {}
+    if read_only == UNLESS_WRITABLE:
+        read_only = not Ledger.writable(options.get("db"))
     return Ledger.open(
         options.get("db"),
         create=False,
@@ -164,13 +172,14 @@ def root_option(name: str) -> Any:
 
 
 def with_ledger(
-    *, read_only: bool | Callable[[dict[str, Any]], bool] = False, check: bool = False
+    *, read_only: Reads | Callable[[dict[str, Any]], Reads] = False, check: bool = False
 ) -> Callable[[Callable[Concatenate[Ledger, P], R]], Callable[P, R]]:
     """Open the ledger before the command and close it after; passes it first, as `lg`.
 
     Commands that only read pass `read_only` (or a test of their arguments), so they change
-    nothing in the file and work in a folder they cannot write; commands that write much
-    pass `check`, which refuses a damaged file first.
+    nothing in the file and work in a folder they cannot write (UNLESS_WRITABLE: read-only
+    only where the ledger cannot be written); commands that write much pass `check`, which
+    refuses a damaged file first.
     """
 
     def decorate(f: Callable[Concatenate[Ledger, P], R]) -> Callable[P, R]:

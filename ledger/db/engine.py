@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,9 @@ from ledger.errors import StorageError, UsageError
 
 BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "ledger_write"
+# How long (ms) a SQLite transaction of a session waits for another's lock, when not the
+# engine's busy timeout: a write that may as well not happen (a kept analysis) waits briefly.
+WAIT_OPTION = "ledger_wait_ms"
 
 
 def make_engine(
@@ -103,8 +106,13 @@ def _sqlite_engine(url: str, *, create_dir: bool, busy_timeout: float, read_only
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        write = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = connection.get_execution_options()
+        wait = int(options.get(WAIT_OPTION, busy_ms))
+        info = connection.connection.info  # stays with the driver's connection in the pool
+        if info.get("busy_ms", busy_ms) != wait:
+            connection.exec_driver_sql(f"PRAGMA busy_timeout={wait}")
+            info["busy_ms"] = wait
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")
 
     return engine
 
@@ -164,11 +172,18 @@ def integrity_problem(engine: Engine) -> str | None:
 
 
 @contextmanager
-def session_scope(engine: Engine, *, write: bool) -> Iterator[Session]:
-    """A session that commits on success, rolls back on error, and speaks ledger's errors."""
-    bind = engine.execution_options(**{WRITE_OPTION: True}) if write else engine
+def session_scope(engine: Engine, *, write: bool, wait_ms: int | None = None) -> Iterator[Session]:
+    """A session that commits on success, rolls back on error, and speaks ledger's errors;
+    `wait_ms`: how long it waits for another's lock (SQLite's busy timeout, PostgreSQL's
+    lock_timeout; default: the engine's)."""
+    options: dict[str, Any] = {WRITE_OPTION: True} if write else {}
+    if wait_ms is not None:
+        options[WAIT_OPTION] = wait_ms
+    bind = engine.execution_options(**options) if options else engine
     session = Session(bind=bind, expire_on_commit=False)
     try:
+        if wait_ms is not None and engine.dialect.name == "postgresql":
+            session.execute(text(f"SET LOCAL lock_timeout = {int(wait_ms)}"))
         yield session
         if write:
             session.commit()

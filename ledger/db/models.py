@@ -169,6 +169,28 @@ class Launch(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)  # a command watch ran, as it ended
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Revision 0007: how many times the launch's stored steps were changed other than by
+    # adding rows (a rewritten log's rows removed, empty values filled in). With the count
+    # of its step rows it says whether a kept analysis still describes them (KeptAnalysis).
+    steps_rewritten: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class KeptAnalysis(Base):
+    """One launch's analysis as compare last made it (revision 0007), so that comparing
+    runs whose steps have not changed reads this row instead of their steps. `settings`
+    names the analyzer's code and what the analysis was asked (threshold, baseline, unit);
+    `steps` and `rewritten` are the launch's step count and `steps_rewritten` when its
+    steps were read. Any other value now means the steps changed: the row is not used."""
+
+    __tablename__ = "kept_analysis"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    launch: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    settings: Mapped[str] = mapped_column(String(64))
+    steps: Mapped[int] = mapped_column(BigInt)
+    rewritten: Mapped[int] = mapped_column(Integer)
+    body: Mapped[str] = mapped_column(Text)  # the RunAnalysis as JSON (ledger.model.kept)
+    made_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class DeployStep(Base):

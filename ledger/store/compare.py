@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
@@ -18,6 +18,7 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import ComparisonKind, HypothesisStatus
+from ledger.store import kept as kept_rows
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
@@ -25,19 +26,56 @@ from ledger.store.steps import column_counts, latest_launch, placeholder, rank_b
 
 if TYPE_CHECKING:
     from ledger.readings.steps import StepColumns
-    from ledger.store import why
 
 DEFAULT_UNIT = "tok/s"
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """What compare analyses, read in one session (ledger.store.facade.Store.compare_inputs)."""
+    """What compare analyses, read in one session (ledger.store.facade.Store.compare_inputs).
 
-    data: list[tuple[str, StepColumns, str | None]]  # label, steps, unit: in the order named
+    A run whose analysis was kept (ledger.store.kept) and whose steps have not changed
+    since has no steps here (None) but its analysis in `kept`; every other run has its
+    steps. `versions` says what each run's steps were when looked at (before they were
+    read), to keep the analysis made of them.
+    """
+
+    data: list[tuple[str, StepColumns | None, str | None]]  # label, steps, unit: as named
     fates: dict[str, tuple[str, str | None]]  # label → fate, reason
     baseline: Baseline  # the one chosen: the investigation's, or the override
-    pairs: list[why.Gathered]  # what `why` reads of each later run against the first
+    kept: dict[str, str] = field(default_factory=dict)  # label → kept analysis (JSON)
+    versions: dict[str, tuple[int, int, kept_rows.Version]] = field(default_factory=dict)
+
+
+def inputs(
+    session: Session,
+    inv: int,
+    investigation: str,
+    names: Sequence[str],
+    baseline_value: float | None,
+    settings: str | None,
+) -> Inputs:
+    """What compare analyses (Inputs): with `settings`, a run whose analysis was kept with
+    them over the steps it still has is not read again."""
+    named = [launches.find(session, inv, name) for name in names]
+    units = [n.run.throughput_unit for n in named]
+    fates = {n.label: launches.fate_and_reason(session, n.run, n.launch) for n in named}
+    chosen = override(baseline(session, investigation), baseline_value, units)
+    data: list[tuple[str, StepColumns | None, str | None]] = []
+    found: dict[str, str] = {}
+    versions: dict[str, tuple[int, int, kept_rows.Version]] = {}
+    for n in named:
+        if settings is not None:
+            now = kept_rows.version(session, n.run.id, n.launch)  # before the steps are read
+            versions[n.label] = (n.run.id, n.launch, now)
+            body = kept_rows.find(session, n.run.id, n.launch, settings, now)
+            if body is not None:
+                found[n.label] = body
+                data.append((n.label, None, n.run.throughput_unit))
+                continue
+        columns = step_columns(session, n.run.id, None, n.launch)
+        data.append((n.label, columns, n.run.throughput_unit))
+    return Inputs(data, fates, chosen, found, versions)
 
 
 # No training throughput comes near this in any unit (tokens, samples, words or FLOP per

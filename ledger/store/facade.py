@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from ledger.config import DEFAULT_INVESTIGATION, Location
 from ledger.db import models as m
 from ledger.db.engine import BUSY_TIMEOUT_MS, session_scope, translate_errors
+from ledger.errors import StorageError
 from ledger.hashing import sha256_file
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
@@ -38,6 +39,7 @@ from ledger.store import (
     hypotheses,
     imports,
     ingest,
+    kept,
     launches,
     lookup,
     meter,
@@ -53,6 +55,10 @@ from ledger.store import report as report_data
 from ledger.store.ingest import STALL_AFTER_S
 
 log = logging.getLogger("ledger.store")
+
+# How long keeping an analysis waits for a busy ledger (an ingest --follow, the hook's
+# writer) before it lets it be: the next compare analyses those steps again.
+BRIEF_WAIT_MS = 300
 
 # How many times an ingest overtaken by another ingest of its log goes on from the other's
 # place before it gives up (each time the other read on while this one paused).
@@ -76,6 +82,7 @@ class Store:
         self.engine = engine
         self.investigation_name = investigation
         self.created = False  # True when this open made the schema
+        self.read_only = False  # opened to change nothing (Store.open)
 
     @classmethod
     def open(
@@ -101,8 +108,13 @@ class Store:
             read_only=read_only, check=check,
         )  # fmt: skip
         ledger = cls(location, engine, investigation or DEFAULT_INVESTIGATION)
-        ledger.created = created
+        ledger.created, ledger.read_only = created, read_only
         return ledger
+
+    @staticmethod
+    def writable(db: str | os.PathLike[str] | None = None) -> bool:
+        """Whether this process could write the ledger at `db` (or the one discovery finds)."""
+        return opening.writable(db)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -440,23 +452,44 @@ class Store:
         return columns, unit, baseline
 
     def compare_inputs(
-        self, names: Sequence[str], baseline: float | None, resolve: int | None
+        self,
+        names: Sequence[str],
+        baseline: float | None,
+        resolve: int | None,
+        settings: str | None = None,
     ) -> compare.Inputs:
-        """What compare analyses: each run's steps, unit and fate, the baseline chosen, and
-        `why`'s reads of each later run against the first. Unknown names fail here."""
+        """What compare analyses: each run's steps (or, with `settings`, the analysis kept
+        with those settings when its steps have not changed since), unit and fate, and the
+        baseline chosen. Unknown names fail here."""
         with self._read() as (s, inv):
             if resolve is not None:
                 hypotheses.get(s, inv, resolve)
-            named = [launches.find(s, inv, name) for name in names]
-            units = [n.run.throughput_unit for n in named]
-            fates = {n.label: launches.fate_and_reason(s, n.run, n.launch) for n in named}
-            chosen = compare.override(compare.baseline(s, self.investigation_name), baseline, units)
-            data = [
-                (n.label, compare.step_columns(s, n.run.id, None, n.launch), n.run.throughput_unit)
-                for n in named
-            ]
-            pairs = why.compared(s, inv, self.investigation_name, data)
-        return compare.Inputs(data, fates, chosen, pairs)
+            return compare.inputs(s, inv, self.investigation_name, names, baseline, settings)
+
+    def why_pairs(
+        self, names: Sequence[str], columns: Mapping[str, StepColumns], slower: Iterable[str]
+    ) -> list[why.Gathered]:
+        """What `why` reads of each run of `slower` against the first of `names`, reusing
+        the steps compare read (`columns`, by label)."""
+        wanted = set(slower)
+        with self._read() as (s, inv):
+            return why.compared(s, inv, self.investigation_name, names, columns, wanted)
+
+    def keep_analyses(self, entries: Sequence[kept.Entry]) -> int:
+        """Keep analyses compare made, for the next compare of the same steps; returns how
+        many were kept. Never waits long for a busy ledger and never fails the comparison:
+        what could not be written is said in the log (`ledger.store`), and the next compare
+        only analyses those runs again."""
+        if not entries or self.read_only:
+            return 0
+        try:
+            brief = session_scope(self.engine, write=True, wait_ms=BRIEF_WAIT_MS)
+            with translate_errors(self.location.url), brief as s:
+                kept.keep(s, list(entries))
+        except StorageError as e:
+            log.info("kept no analysis of %s: %s", ", ".join(str(e.run_id) for e in entries), e)
+            return 0
+        return len(entries)
 
     def store_resolution(
         self, report: CompareReport, resolve: int, status: HypothesisStatus

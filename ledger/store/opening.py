@@ -46,6 +46,16 @@ def connect(
     return location, engine, created
 
 
+def writable(db: str | os.PathLike[str] | None) -> bool:
+    """Whether this process could write the ledger at `db` (or the one discovery finds): a
+    SQLite file it may write, in a folder it may write (SQLite's -wal and -shm files live
+    beside it); a server's ledger is the server's to refuse."""
+    path = locate(db).path
+    if path is None:
+        return True
+    return path.exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 def not_found(location: Location) -> str:
     """Where discovery looked, and what to do, when there is no ledger."""
     where = location.display()

@@ -146,6 +146,7 @@ class StepWriter:
             f"AND log_file_id {log} AND rank = {mark} AND step = {mark}"
         )
         self.conn.exec_driver_sql(sql, [(*r[2:], r[0], r[1]) for r in params])
+        steps_rewritten(self.conn, int(run_id), int(launch))
         return len(params), report
 
     def write_mappings(self, rows: Iterable[Mapping[str, Any]]) -> StepWrite:
@@ -437,6 +438,19 @@ def forget_log_rows(conn: Connection, run_id: int, log_file_id: int) -> None:
             f"DELETE FROM {table} WHERE run_id = {mark} AND log_file_id = {mark}",
             (run_id, log_file_id),
         )
+    steps_rewritten(conn, run_id)
+
+
+def steps_rewritten(conn: Connection, run_id: int, launch: int | None = None) -> None:
+    """Note that stored steps of the run (of one launch, when given) changed other than by
+    adding rows, so that no analysis kept of them is used again (ledger.store.kept)."""
+    mark = placeholder(conn.dialect.name)
+    sql = f"UPDATE launch SET steps_rewritten = steps_rewritten + 1 WHERE run_id = {mark}"
+    params: tuple[int, ...] = (run_id,)
+    if launch is not None:
+        sql += f" AND number = {mark}"
+        params = (run_id, launch)
+    conn.exec_driver_sql(sql, params)
 
 
 # -- reading -------------------------------------------------------------------------------

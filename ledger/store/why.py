@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -95,13 +96,21 @@ def gather(
 
 
 def compared(
-    session: Session, inv: int, investigation: str, data: list[tuple[str, StepColumns, Any]]
+    session: Session,
+    inv: int,
+    investigation: str,
+    names: Sequence[str],
+    columns: Mapping[str, StepColumns],
+    wanted: Collection[str] | None = None,
 ) -> list[Gathered]:
-    """What `why` reads for each later run of a comparison against the first, reusing the
-    steps compare read (`data`: name, columns, unit)."""
-    columns = {name: cols for name, cols, _ in data}
-    first = data[0][0]
-    return [gather(session, inv, investigation, n, first, columns) for n, _, _ in data[1:]]
+    """What `why` reads for each later run of a comparison (of those `wanted`, when given)
+    against the first, reusing the steps compare read (`columns`, by name)."""
+    first, later = names[0], names[1:]
+    return [
+        gather(session, inv, investigation, n, first, dict(columns))
+        for n in later
+        if wanted is None or n in wanted
+    ]
 
 
 def best_run(session: Session, inv: int, row: m.Run) -> m.Run | None:

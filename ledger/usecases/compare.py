@@ -1,22 +1,27 @@
 """Compare runs: the use case behind `ledger compare`, `Ledger.compare` and serve's pages.
 
-The store reads each run's steps, fate and unit and the baseline in one session
+The store reads each run's steps (or the analysis kept of them, when they have not changed
+since: ledger.store.kept), fate and unit and the baseline in one session
 (`Store.compare_inputs`); the analysis and the verdicts (ledger.analyze), the notes a
-person should read first, the top `why` finding of each slower run and the figure
-(ledger.report.plots) are made here with no session open; resolving a hypothesis writes
-in a session of its own.
+person should read first and the figure (ledger.report.plots) are made here with no
+session open. The top `why` finding of each slower run reads what it needs in a session
+of its own; keeping the analyses made, and resolving a hypothesis, write in theirs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import logging
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.model.analysis import Baseline, CompareReport, RunAnalysis
-from ledger.model.terms import FAILED_FATES, FAULT_FATES, Fate
+from ledger.model.analysis import CompareReport, RunAnalysis
+from ledger.model.terms import FAILED_FATES, FAULT_FATES, Fate, Verdict
 from ledger.model.units import same_unit
 from ledger.store.compare import check_names
 from ledger.usecases import why
@@ -24,6 +29,10 @@ from ledger.usecases import why
 if TYPE_CHECKING:
     from ledger.readings.steps import StepColumns
     from ledger.store import Store
+    from ledger.store.compare import Inputs
+    from ledger.store.kept import Entry
+
+log = logging.getLogger("ledger.compare")
 
 
 def compare(
@@ -38,15 +47,39 @@ def compare(
 ) -> CompareReport:
     """Analyse each run and compare every later run with the first (and with the baseline:
     the investigation's, or `baseline`); with `resolve`, keep the comparison on that
-    hypothesis and resolve it by the verdict; with `plot`, draw the throughput there."""
+    hypothesis and resolve it by the verdict; with `plot`, draw the throughput there.
+
+    A run whose steps have not changed since compare last analysed it with this threshold
+    is not read again: its kept analysis is (ledger.store.kept). A figure needs the steps,
+    so `plot` reads them all.
+    """
+    from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, check_settings, compare_analyses
+
     names = check_names(runs, resolve)
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
+    check_settings(threshold, alpha)
     if plot is not None:
         from ledger.report.plots import check_plot_path
 
         check_plot_path(plot)  # before any work
-    found = store.compare_inputs(names, baseline, resolve)
-    report = analysed(found.data, found.fates, found.baseline, threshold, alpha, plot)
-    report = dataclasses.replace(report, why=why.top_findings(found.pairs, report, threshold))
+    settings = kept_settings(threshold)
+    found = store.compare_inputs(names, baseline, resolve, None if plot is not None else settings)
+    columns = {label: cols for label, cols, _ in found.data if cols is not None}
+    analyses, made = _analyses(store, found, columns, threshold, settings)
+    report = judged(
+        compare_analyses(analyses, baseline=found.baseline, threshold=threshold, alpha=alpha),
+        found.fates,
+    )
+    if plot is not None:
+        from ledger.report.plots import save_compare_figure
+
+        report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
+    slower = [c.b for c in report.comparisons if c.verdict == Verdict.REGRESSION]
+    if slower:  # the top `why` finding of each: what it reads besides the steps
+        pairs = store.why_pairs(names, columns, slower)
+        report = dataclasses.replace(report, why=why.top_findings(pairs, report, threshold))
+    store.keep_analyses(made)
     if resolve is not None:
         from ledger.analyze import resolution_status
 
@@ -56,30 +89,64 @@ def compare(
     return report
 
 
-def analysed(
-    data: Sequence[tuple[str, StepColumns, str | None]],
-    fates: dict[str, tuple[str, str | None]],
-    baseline: Baseline,
-    threshold: float | None,
-    alpha: float | None,
-    plot: str | os.PathLike[str] | None,
-) -> CompareReport:
-    """compare's analysis and verdicts (no database): judged with the runs' fates, and the
-    throughput figure written to `plot` when asked."""
-    from ledger.analyze import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_runs
+def _analyses(
+    store: Store,
+    found: Inputs,
+    columns: dict[str, StepColumns],
+    threshold: float,
+    settings: str,
+) -> tuple[list[RunAnalysis], list[Entry]]:
+    """Each run's analysis, kept or made (the steps read into `columns`), and the entries
+    that keep those made."""
+    from ledger.analyze import analyze_run, reframed
+    from ledger.model.kept import decode, encode
+    from ledger.store.kept import Entry
 
-    report = compare_runs(
-        data,
-        baseline=baseline,
-        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-        alpha=DEFAULT_ALPHA if alpha is None else alpha,
-    )
-    report = judged(report, fates)
-    if plot is not None:
-        from ledger.report.plots import save_compare_figure
+    value = found.baseline.value
+    analyses, made = [], []
+    for label, cols, unit in found.data:
+        body = found.kept.get(label)
+        if body is not None:
+            try:
+                kept = decode(body)
+            except ValueError as e:  # written by a ledger that kept another shape
+                log.warning("the kept analysis of %s is unreadable (%s): analysing it", label, e)
+            else:
+                analyses.append(
+                    reframed(kept, label, unit=unit, threshold=threshold, baseline=value)
+                )
+                continue
+            cols = columns[label] = store.step_columns(label)
+        assert cols is not None  # read, when no analysis was kept
+        analysis = analyze_run(label, cols, unit=unit, threshold=threshold, baseline=value)
+        analyses.append(analysis)
+        if label in found.versions:
+            run_id, launch, version = found.versions[label]
+            made.append(Entry(run_id, launch, settings, version, encode(analysis)))
+    return analyses, made
 
-        report = dataclasses.replace(report, plot=str(save_compare_figure(report, plot)))
-    return report
+
+# The code whose change changes an analysis: a kept one made by other code is not used.
+_ANALYSIS_CODE = ("analyze", "model/analysis.py", "model/kept.py", "readings/steps.py",
+                  "store/compare.py", "store/columnar.py")  # fmt: skip
+
+
+@functools.cache
+def _code_digest() -> str:
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for part in _ANALYSIS_CODE:
+        path = root / part
+        for file in sorted(path.glob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.name.encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def kept_settings(threshold: float) -> str:
+    """What a kept analysis must have been made with to be used now: this analyzer's code
+    and this threshold (the baseline, the unit and the label are applied after: reframed)."""
+    return hashlib.sha256(f"{_code_digest()} {threshold!r}".encode()).hexdigest()
 
 
 ABSURD = 10.0  # a run 10x above (or below) the baseline is in another unit or scale
