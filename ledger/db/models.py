@@ -173,6 +173,11 @@ class Launch(Base):
     # adding rows (a rewritten log's rows removed, empty values filled in). With the count
     # of its step rows it says whether a kept analysis still describes them (KeptAnalysis).
     steps_rewritten: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Revision 0008: which step columns some step row of the launch holds a value in, one
+    # bit a column (ledger.store.steps.HELD_ORDER), set by the step writer as it writes; a
+    # reader reads those columns without counting them over every row. NULL: not known.
+    # A new launch holds nothing yet (0); see launches.launch_row for the exception.
+    held_columns: Mapped[int | None] = mapped_column(Integer, default=0)
 
 
 class KeptAnalysis(Base):

@@ -20,9 +20,9 @@ from ledger.errors import SchemaOutdatedError, StorageError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0007"
+HEAD = "0008"
 # Revisions in order, oldest first; a ledger at any of them can be upgraded.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,13 @@ from ledger.store import kept as kept_rows
 from ledger.store import launches
 from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import column_counts, latest_launch, placeholder, rank_bounds
+from ledger.store.steps import (
+    column_counts,
+    held_columns,
+    latest_launch,
+    placeholder,
+    rank_bounds,
+)
 
 if TYPE_CHECKING:
     from ledger.readings.steps import StepColumns
@@ -139,9 +145,10 @@ def step_columns(
     session: Session, run_id: int, after: int | None = None, launch: int | None = None
 ) -> StepColumns:
     """The steps of one launch of the run (default: its latest; those after step `after`,
-    when given) as arrays for ledger.analyze, reading only the columns that hold something
-    (one count first; on SQLite, all of them in one scan when its first steps hold every
-    one): rank only when the run has several."""
+    when given) as arrays for ledger.analyze, reading only the columns that hold something:
+    those the launch's held_columns name (ledger.store.steps), or, where the ledger does not
+    know them, what a count over the rows says (on SQLite, all of them in one scan when its
+    first steps hold every one); rank only when the run has several."""
     import numpy as np
 
     conn = session.connection()
@@ -153,16 +160,21 @@ def step_columns(
     if after is not None:
         where += f" AND step > {mark}"
         params = (run_id, launch, after)
-    if (
+    known = held_columns(conn, run_id, launch)
+    if known is not None:
+        held = tuple(c for c in ANALYSED if c in known)
+        rows, first, last = _extent(conn, where, params, low, high)
+    elif (
         conn.dialect.name == "sqlite"
         and low is not None
         and high is not None
         and _all_held_early(conn, where, params)
     ):
         return _one_scan(conn, where, params, low, high)
-    # one scan: which columns hold something, and whether the steps are 0, 1, 2, … apart
-    # from where they start (then they are not read, row by row, at all)
-    held, rows, first, last = column_counts(conn, where, params, ANALYSED)
+    else:
+        # one scan: which columns hold something, and whether the steps are 0, 1, 2, …
+        # apart from where they start (then they are not read, row by row, at all)
+        held, rows, first, last = column_counts(conn, where, params, ANALYSED)
     consecutive = (
         low == high and first is not None and last is not None and last - first + 1 == rows
     )
@@ -184,11 +196,39 @@ def step_columns(
     if not consecutive:
         table = fetch_floats(conn, names, f"{where} {order}", params, bulk=bulk)
     column = {name: table[:, i] for i, name in enumerate(names)}
+    if known is not None:
+        _drop_empty(column)  # a bit may outlive its rows' values (a step written twice)
     # consecutive: the steps are first, first + 1, …, one per row read
     step = (
         first + np.arange(len(table), dtype=np.int64) if consecutive and first is not None else None
     )
     return _columns(column, step, len(table))
+
+
+def _extent(
+    conn: Connection, where: str, params: tuple[int, ...], low: int | None, high: int | None
+) -> tuple[int, int | None, int | None]:
+    """How many steps `where` selects (a count on the key's index, no row read), and, for
+    one rank, the first and the last (the ends of the key)."""
+    mark = placeholder(conn.dialect.name)
+    if low is None or low != high:
+        rows = conn.exec_driver_sql(f"SELECT count(*) {where}", params).scalar_one()
+        return int(rows), None, None
+    rows, first, last = conn.exec_driver_sql(
+        f"SELECT (SELECT count(*) {where}), (SELECT min(step) {where} AND rank = {mark}), "
+        f"(SELECT max(step) {where} AND rank = {mark})",
+        (*params, *params, low, *params, low),
+    ).one()
+    return int(rows), first, last
+
+
+def _drop_empty(column: dict[str, Any]) -> None:
+    """Drop the analysed columns no row read holds a number in (throughput stays)."""
+    import numpy as np
+
+    for name in ANALYSED:
+        if name != "throughput" and name in column and np.isnan(column[name]).all():
+            del column[name]
 
 
 # The first steps a run stored, looked at to choose how to read it on SQLite (next).
@@ -218,7 +258,6 @@ def _one_scan(
     the empty ones dropped after: one scan of the rows where a count of the columns that
     hold something and then the read made two. How many rows there are is judged from the
     ends of the key (cheap), to choose the bulk reader or the cursor."""
-    import numpy as np
 
     mark = placeholder(conn.dialect.name)
     ends = conn.exec_driver_sql(
@@ -233,9 +272,7 @@ def _one_scan(
         conn, names, f"{where} ORDER BY rank, step", params, bulk=estimate >= BULK_ROWS
     )
     column = {name: table[:, i] for i, name in enumerate(names)}
-    for name in ANALYSED:
-        if name != "throughput" and np.isnan(column[name]).all():
-            del column[name]  # held by no row: as the count would have said
+    _drop_empty(column)  # held by no row: as the count would have said
     return _columns(column, None, len(table))
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from ledger.model.terms import STEP_COLUMNS
 from ledger.store import columnar
-from ledger.store.steps import column_counts, placeholder, rank_bounds
+from ledger.store.steps import column_counts, held_columns, placeholder, rank_bounds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,9 +106,13 @@ def wide_frame(conn: Connection, run_id: int, launch: int) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    mark = placeholder(conn.dialect.name)
-    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
-    held = column_counts(conn, where, (run_id, launch), STEP_COLUMNS)[0]
+    known = held_columns(conn, run_id, launch)  # the writer kept them; else count
+    if known is not None:
+        held = tuple(c for c in STEP_COLUMNS if c in known)
+    else:
+        mark = placeholder(conn.dialect.name)
+        where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
+        held = column_counts(conn, where, (run_id, launch), STEP_COLUMNS)[0]
     steps = steps_frame(conn, run_id, held, launch)
     names, table = _metric_rows(conn, run_id, launch)
     if not len(table):

@@ -92,9 +92,10 @@ def launch_row(session: Session, run_id: int, number: int) -> m.Launch:
     )
     if row is None:
         run = session.get_one(m.Run, run_id)
+        # a run without launch rows may hold steps already: which columns, unknown
         row = m.Launch(
             run_id=run_id, number=number, fate=run.fate, fate_reason=run.fate_reason,
-            started_at=run.started_at or run.created_at or utcnow(),
+            started_at=run.started_at or run.created_at or utcnow(), held_columns=None,
         )  # fmt: skip
         session.add(row)
         session.flush()

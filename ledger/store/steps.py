@@ -36,6 +36,15 @@ PROBLEMS_KEPT = 5
 StepTuple = tuple[Any, ...]  # (rank, step, *values in the writer's column order)
 MetricTuple = tuple[Any, Any, Any, Any]  # (rank, step, name, value), checked by the writer
 
+# launch.held_columns (revision 0008): bit i is set once a step row of the launch was written
+# with a value in HELD_ORDER[i], so that a reader knows which columns to read without
+# counting them over every row. The order is stored in ledgers: append, never reorder.
+HELD_ORDER: tuple[str, ...] = (
+    "wall_time", "step_time_s", "gpu_time_s", "tokens", "throughput", "loss",
+    "memory_allocated_mib", "memory_reserved_mib", "wait_s",
+)  # fmt: skip
+HELD_BIT = {name: 1 << i for i, name in enumerate(HELD_ORDER)}
+
 
 def placeholder(dialect: str) -> str:
     """The driver's parameter marker: sqlite3 takes ?, psycopg takes %s."""
@@ -125,6 +134,8 @@ class StepWriter:
             metric_params, metric_report = self._checked_metrics(metrics)
             report += step_report + metric_report
         sent, refused, problem = self._send(step_sql, step_params, trusted)
+        if sent:
+            self._hold(self._targets[step_sql][1][5:], step_params)
         report += StepWrite(steps=sent, bad_rows=refused, problems=problem)
         sent, refused, problem = self._send(self._metric_sql, metric_params, trusted)
         return report + StepWrite(metrics=sent, bad_rows=refused, problems=problem)
@@ -147,12 +158,31 @@ class StepWriter:
         )
         self.conn.exec_driver_sql(sql, [(*r[2:], r[0], r[1]) for r in params])
         steps_rewritten(self.conn, int(run_id), int(launch))
+        self._hold(self.columns, params)
         return len(params), report
 
     def write_mappings(self, rows: Iterable[Mapping[str, Any]]) -> StepWrite:
         """Rows as mappings (`step`, `rank`, step columns; other keys become metrics)."""
         step_rows, metric_rows = split_mappings(rows, self.columns)
         return self.write(step_rows, metric_rows)
+
+    def _hold(self, columns: Sequence[str], params: Sequence[tuple[Any, ...]]) -> None:
+        """Set the launch's held_columns bits of the columns some row of `params` (rank,
+        step, then `columns`) gives a value: one UPDATE a batch, which changes the row only
+        when a bit is new (so writers of one launch do not queue on its row). A bit set for
+        a row ON CONFLICT skipped only makes a reader read an empty column; a bit missed
+        would hide one, so every step writer comes through here."""
+        bits = 0
+        for i, name in enumerate(columns):
+            if not all(map(_is_none, map(itemgetter(2 + i), params))):
+                bits |= HELD_BIT[name]
+        if not bits:
+            return
+        run_id, launch, _ = self.constants
+        self.conn.exec_driver_sql(
+            f"UPDATE launch SET held_columns = held_columns | {bits} WHERE run_id = {run_id} "
+            f"AND number = {launch} AND (held_columns & {bits}) <> {bits}"
+        )
 
     # -- turning rows into parameters ----------------------------------------------------
 
@@ -431,7 +461,8 @@ def _short(value: Any, width: int = 40) -> str:
 
 
 def forget_log_rows(conn: Connection, run_id: int, log_file_id: int) -> None:
-    """Delete the step and metric rows read from one log (a rewritten log is read again)."""
+    """Delete the step and metric rows read from one log (a rewritten log is read again);
+    the run's held_columns are counted again over the rows left."""
     mark = placeholder(conn.dialect.name)
     for table in ("metric", "step"):
         conn.exec_driver_sql(
@@ -439,6 +470,39 @@ def forget_log_rows(conn: Connection, run_id: int, log_file_id: int) -> None:
             (run_id, log_file_id),
         )
     steps_rewritten(conn, run_id)
+    count_held(conn, run_id)
+
+
+def held_sql(dialect: str) -> str:
+    """The held_columns of each launch of a run (its one parameter), counted over its rows:
+    the UPDATE revision 0008 ran over every launch, for one run."""
+    mark = placeholder(dialect)
+    bits = " + ".join(
+        f"CASE WHEN count({name}) > 0 THEN {HELD_BIT[name]} ELSE 0 END" for name in HELD_ORDER
+    )
+    return (
+        f"UPDATE launch SET held_columns = (SELECT {bits} FROM step "
+        f"WHERE step.run_id = launch.run_id AND step.launch = launch.number) "
+        f"WHERE run_id = {mark}"
+    )
+
+
+def count_held(conn: Connection, run_id: int) -> None:
+    """Count the run's held_columns again over its rows (after some were removed)."""
+    conn.exec_driver_sql(held_sql(conn.dialect.name), (run_id,))
+
+
+def held_columns(conn: Connection, run_id: int, launch: int) -> frozenset[str] | None:
+    """The step columns some row of the launch holds a value in (launch.held_columns),
+    or None when the ledger does not know (read the rows to find out)."""
+    mark = placeholder(conn.dialect.name)
+    bits = conn.exec_driver_sql(
+        f"SELECT held_columns FROM launch WHERE run_id = {mark} AND number = {mark}",
+        (run_id, launch),
+    ).scalar()
+    if bits is None:
+        return None
+    return frozenset(name for name in HELD_ORDER if int(bits) & HELD_BIT[name])
 
 
 def steps_rewritten(conn: Connection, run_id: int, launch: int | None = None) -> None:
