@@ -63,6 +63,51 @@ def test_bulk_read_equals_the_cursor_read(filled: ledger.Ledger) -> None:
     assert np.all(np.diff(bulk[:, 0]) >= 0)
 
 
+def test_reads_side_by_side_give_each_its_own_rows(
+    filled: ledger.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fetch_floats_many: each read's table is the one fetch_floats gives, in order (on
+    SQLite they run at once, in threads); one the driver refuses is read by the cursor and
+    counted, the others stay bulk reads."""
+    mark = "?" if filled.engine.dialect.name == "sqlite" else "%s"
+    reads = [
+        columnar.Read(
+            ("step", "throughput"), f"FROM step WHERE rank = {mark} ORDER BY step", (rank,)
+        )
+        for rank in (2, 0, 1)
+    ]
+    reads.append(columnar.Read(("step",), f"FROM step WHERE rank = {mark}", (0,), bulk=False))
+    with filled.engine.connect() as conn:
+        alone = [columnar.fetch_floats(conn, r.columns, r.tail, r.params) for r in reads]
+        together = columnar.fetch_floats_many(conn, reads)
+        assert [t.shape for t in together] == [(3000, 2)] * 3 + [(3000, 1)]
+        for a, b in zip(alone, together, strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
+        assert together[1][0, 0] == 0 and together[0][0, 0] == 2
+        if filled.engine.dialect.name != "sqlite":
+            return
+        real = columnar._adbc_sqlite
+
+        def refusing(path: str, columns: tuple[str, ...], tail: str, params: tuple) -> object:
+            if params == (0,):
+                raise OSError("the driver refused a value")
+            return real(path, columns, tail, params)
+
+        monkeypatch.setattr(columnar, "_adbc_sqlite", refusing)
+        before = columnar.fallbacks
+        again = columnar.fetch_floats_many(conn, reads)
+        assert columnar.fallbacks == before + 1
+        for a, b in zip(alone, again, strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
+
+        def broken(path: str, columns: tuple[str, ...], tail: str, params: tuple) -> object:
+            raise ZeroDivisionError("a bug, not the driver")
+
+        monkeypatch.setattr(columnar, "_adbc_sqlite", broken)
+        with pytest.raises(ZeroDivisionError):
+            columnar.fetch_floats_many(conn, reads)
+
+
 def test_steps_frame_and_step_columns_read_every_value(filled: ledger.Ledger) -> None:
     frame = filled.steps_frame("bulk", ["throughput", "tokens", "loss"])
     assert list(frame["step"]) == list(range(9000))  # by step, then rank
@@ -126,7 +171,7 @@ def test_step_columns_read_the_same_whichever_way_sqlite_takes(
         sum(0.001 * (i % 3) for i in range(12_000) if held == "all" or i >= 11_000)
     )
     if lg.engine.dialect.name == "sqlite":
-        from ledger.store.compare import _all_held_early
+        from ledger.store.analysed import _all_held_early
 
         with lg.engine.connect() as conn:
             (run_id,) = conn.exec_driver_sql("SELECT id FROM run WHERE name = 'r'").one()

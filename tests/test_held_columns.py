@@ -21,8 +21,7 @@ from sqlalchemy import event, select, update
 import ledger
 from ledger.db import models as m
 from ledger.model.terms import STEP_COLUMNS
-from ledger.store import compare as store_compare
-from ledger.store import frames, meter, steps
+from ledger.store import analysed, frames, meter, steps
 
 
 def run_id(lg: Any, name: str) -> int:
@@ -259,7 +258,7 @@ def test_the_bits_and_the_arrays_are_what_counting_says(lg: Any, batches: list[A
     via_bits = lg.step_columns(name)
     forget(lg, name)
     with lg._read() as (s, _):
-        counted_columns = store_compare.step_columns(s, run_id(lg, name), None, 1)
+        counted_columns = analysed.step_columns(s, run_id(lg, name), None, 1)
     for column in ("step", "rank", "throughput"):
         a, b = getattr(via_bits, column), getattr(counted_columns, column)
         assert (a is None) == (b is None), column

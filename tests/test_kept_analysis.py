@@ -23,8 +23,7 @@ import ledger
 from ledger.db import models as m
 from ledger.demo import traces as syn
 from ledger.model.kept import decode, encode
-from ledger.store import compare as store_compare
-from ledger.store import kept, steps
+from ledger.store import analysed, kept, steps
 from tests.helpers import run_cli
 
 STEPS = 1200
@@ -48,13 +47,13 @@ def two(lg: Any) -> Any:
 def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """How many times compare read each run's steps (by run id)."""
     counted: Counter[int] = Counter()
-    real = store_compare.step_columns
+    real = analysed.plan  # every read of a launch's steps is planned first
 
-    def counting(session: Any, run_id: int, *args: Any, **kwargs: Any) -> Any:
+    def counting(conn: Any, run_id: int, *args: Any, **kwargs: Any) -> Any:
         counted[run_id] += 1
-        return real(session, run_id, *args, **kwargs)
+        return real(conn, run_id, *args, **kwargs)
 
-    monkeypatch.setattr(store_compare, "step_columns", counting)
+    monkeypatch.setattr(analysed, "plan", counting)
     return counted
 
 

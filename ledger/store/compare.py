@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ledger.db import models as m
@@ -18,17 +18,9 @@ from ledger.errors import UsageError
 from ledger.model import records
 from ledger.model.analysis import Baseline, CompareReport, MonitorState, Resolution
 from ledger.model.terms import ComparisonKind, HypothesisStatus
+from ledger.store import analysed, launches
 from ledger.store import kept as kept_rows
-from ledger.store import launches
-from ledger.store.columnar import BULK_ROWS, fetch_floats
 from ledger.store.lookup import hypothesis_row, investigation_row, run_row
-from ledger.store.steps import (
-    column_counts,
-    held_columns,
-    latest_launch,
-    placeholder,
-    rank_bounds,
-)
 
 if TYPE_CHECKING:
     from ledger.readings.steps import StepColumns
@@ -67,7 +59,6 @@ def inputs(
     units = [n.run.throughput_unit for n in named]
     fates = {n.label: launches.fate_and_reason(session, n.run, n.launch) for n in named}
     chosen = override(baseline(session, investigation), baseline_value, units)
-    data: list[tuple[str, StepColumns | None, str | None]] = []
     found: dict[str, str] = {}
     versions: dict[str, tuple[int, int, kept_rows.Version]] = {}
     for n in named:
@@ -77,10 +68,15 @@ def inputs(
             body = kept_rows.find(session, n.run.id, n.launch, settings, now)
             if body is not None:
                 found[n.label] = body
-                data.append((n.label, None, n.run.throughput_unit))
-                continue
-        columns = step_columns(session, n.run.id, None, n.launch)
-        data.append((n.label, columns, n.run.throughput_unit))
+    unread = [n for n in named if n.label not in found]
+    read = dict(
+        zip(
+            [n.label for n in unread],
+            analysed.many(session, [(n.run.id, n.launch) for n in unread]),
+            strict=True,
+        )
+    )
+    data = [(n.label, read.get(n.label), n.run.throughput_unit) for n in named]
     return Inputs(data, fates, chosen, found, versions)
 
 
@@ -133,163 +129,6 @@ def override(stored: Baseline, value: float | None, units: Sequence[str | None])
     value = check_baseline(value)
     unit = stored.unit or next((u for u in units if u), None)
     return Baseline(value, unit, "option")
-
-
-# What the analyzer reads of a step, beside its number: the throughput, and what its
-# effective figure needs (tokens, and the time a step cost: inside it, between steps, or
-# from one wall-clock reading to the next).
-ANALYSED = ("throughput", "tokens", "step_time_s", "wait_s", "wall_time")
-
-
-def step_columns(
-    session: Session, run_id: int, after: int | None = None, launch: int | None = None
-) -> StepColumns:
-    """The steps of one launch of the run (default: its latest; those after step `after`,
-    when given) as arrays for ledger.analyze, reading only the columns that hold something:
-    those the launch's held_columns name (ledger.store.steps), or, where the ledger does not
-    know them, what a count over the rows says (on SQLite, all of them in one scan when its
-    first steps hold every one); rank only when the run has several."""
-    import numpy as np
-
-    conn = session.connection()
-    launch = latest_launch(conn, run_id) if launch is None else launch
-    low, high = rank_bounds(conn, run_id, launch)
-    mark = placeholder(conn.dialect.name)
-    where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
-    params: tuple[int, ...] = (run_id, launch)
-    if after is not None:
-        where += f" AND step > {mark}"
-        params = (run_id, launch, after)
-    known = held_columns(conn, run_id, launch)
-    if known is not None:
-        held = tuple(c for c in ANALYSED if c in known)
-        rows, first, last = _extent(conn, where, params, low, high)
-    elif (
-        conn.dialect.name == "sqlite"
-        and low is not None
-        and high is not None
-        and _all_held_early(conn, where, params)
-    ):
-        return _one_scan(conn, where, params, low, high)
-    else:
-        # one scan: which columns hold something, and whether the steps are 0, 1, 2, …
-        # apart from where they start (then they are not read, row by row, at all)
-        held, rows, first, last = column_counts(conn, where, params, ANALYSED)
-    consecutive = (
-        low == high and first is not None and last is not None and last - first + 1 == rows
-    )
-    bulk = rows >= BULK_ROWS
-    names: tuple[str, ...] = held if consecutive else ("step", *held)
-    if low != high:
-        names = ("rank", *names)
-    order = "ORDER BY rank, step"  # the primary key's order: no sort in the database
-    if consecutive:
-        # The bulk reader has a connection of its own, which may already see rows a
-        # writer added since the count: read exactly the rows counted.
-        bounded = f"{where} AND rank = {mark} AND step BETWEEN {mark} AND {mark} {order}"
-        table = fetch_floats(
-            conn, names or ("step",), bounded, (*params, low, first, last), bulk=bulk
-        )
-        if len(table) != rows:  # rows were removed meanwhile: read the steps too
-            consecutive = False
-            names = ("step", *held)
-    if not consecutive:
-        table = fetch_floats(conn, names, f"{where} {order}", params, bulk=bulk)
-    column = {name: table[:, i] for i, name in enumerate(names)}
-    if known is not None:
-        _drop_empty(column)  # a bit may outlive its rows' values (a step written twice)
-    # consecutive: the steps are first, first + 1, …, one per row read
-    step = (
-        first + np.arange(len(table), dtype=np.int64) if consecutive and first is not None else None
-    )
-    return _columns(column, step, len(table))
-
-
-def _extent(
-    conn: Connection, where: str, params: tuple[int, ...], low: int | None, high: int | None
-) -> tuple[int, int | None, int | None]:
-    """How many steps `where` selects (a count on the key's index, no row read), and, for
-    one rank, the first and the last (the ends of the key)."""
-    mark = placeholder(conn.dialect.name)
-    if low is None or low != high:
-        rows = conn.exec_driver_sql(f"SELECT count(*) {where}", params).scalar_one()
-        return int(rows), None, None
-    rows, first, last = conn.exec_driver_sql(
-        f"SELECT (SELECT count(*) {where}), (SELECT min(step) {where} AND rank = {mark}), "
-        f"(SELECT max(step) {where} AND rank = {mark})",
-        (*params, *params, low, *params, low),
-    ).one()
-    return int(rows), first, last
-
-
-def _drop_empty(column: dict[str, Any]) -> None:
-    """Drop the analysed columns no row read holds a number in (throughput stays)."""
-    import numpy as np
-
-    for name in ANALYSED:
-        if name != "throughput" and name in column and np.isnan(column[name]).all():
-            del column[name]
-
-
-# The first steps a run stored, looked at to choose how to read it on SQLite (next).
-EARLY_STEPS = 1000
-
-
-def _all_held_early(conn: Connection, where: str, params: tuple[int, ...]) -> bool:
-    """Whether every analysed column holds a value in the run's first EARLY_STEPS rows.
-
-    Then all of them are read in one scan (_one_scan). Otherwise a column is probably
-    empty, and an empty column costs ADBC's driver as much as a full one (about 0.12 s a
-    million rows): one scan that counts the columns (0.3 s), then a read of those that
-    hold something, without the steps when they are consecutive, costs less.
-    """
-    counts = conn.exec_driver_sql(
-        f"SELECT {', '.join(f'count({c})' for c in ANALYSED)} FROM "
-        f"(SELECT {', '.join(ANALYSED)} {where} ORDER BY rank, step LIMIT {EARLY_STEPS})",
-        params,
-    ).one()
-    return all(counts)
-
-
-def _one_scan(
-    conn: Connection, where: str, params: tuple[int, ...], low: int, high: int
-) -> StepColumns:
-    """SQLite: every analysed column in one bulk read (a NULL costs the driver nothing),
-    the empty ones dropped after: one scan of the rows where a count of the columns that
-    hold something and then the read made two. How many rows there are is judged from the
-    ends of the key (cheap), to choose the bulk reader or the cursor."""
-
-    mark = placeholder(conn.dialect.name)
-    ends = conn.exec_driver_sql(
-        f"SELECT (SELECT min(step) {where} AND rank = {mark}), "
-        f"(SELECT max(step) {where} AND rank = {mark})",
-        (*params, low, *params, high),
-    ).one()
-    first, last = ends
-    estimate = 0 if first is None or last is None else (last - first + 1) * (high - low + 1)
-    names = ("step", *ANALYSED) if low == high else ("rank", "step", *ANALYSED)
-    table = fetch_floats(
-        conn, names, f"{where} ORDER BY rank, step", params, bulk=estimate >= BULK_ROWS
-    )
-    column = {name: table[:, i] for i, name in enumerate(names)}
-    _drop_empty(column)  # held by no row: as the count would have said
-    return _columns(column, None, len(table))
-
-
-def _columns(column: dict[str, Any], step: Any, rows: int) -> StepColumns:
-    import numpy as np
-
-    from ledger.readings.steps import StepColumns
-
-    return StepColumns(
-        step=step if step is not None else column["step"].astype(np.int64),
-        rank=column["rank"].astype(np.int64) if "rank" in column else None,
-        throughput=column.get("throughput", np.full(rows, np.nan)),
-        tokens=column.get("tokens"),
-        step_time_s=column.get("step_time_s"),
-        wall_time=column.get("wall_time"),
-        wait_s=column.get("wait_s"),
-    )
 
 
 def check_names(runs: Sequence[str], resolve: int | None) -> list[str]:

@@ -32,6 +32,7 @@ from ledger.model.imports import ColumnMap, ImportResult, TrackedRun
 from ledger.model.records import FateChange, StepWrite
 from ledger.model.terms import Fate, HypothesisStatus
 from ledger.store import (
+    analysed,
     compare,
     deploys,
     fixes,
@@ -344,7 +345,7 @@ class Store:
         after step `after`, as arrays for ledger.analyze."""
         with self._read() as (s, inv):
             run_id, named = launches.ids(s, inv, run)
-            return compare.step_columns(s, run_id, after, named if launch is None else launch)
+            return analysed.step_columns(s, run_id, after, named if launch is None else launch)
 
     def add_event(
         self, run: str, kind: str, text: str, *, step: int | None = None
@@ -446,7 +447,10 @@ class Store:
         with self._read() as (s, inv):
             named = launches.find(s, inv, run)
             row = named.run
-            columns, unit = compare.step_columns(s, row.id, None, named.launch), row.throughput_unit
+            columns, unit = (
+                analysed.step_columns(s, row.id, None, named.launch),
+                row.throughput_unit,
+            )
             if baseline is None:
                 baseline = compare.baseline(s, self.investigation_name).value
         return columns, unit, baseline

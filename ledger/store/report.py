@@ -29,7 +29,7 @@ from ledger.model.report import (
     Series,
 )
 from ledger.model.terms import EventKind
-from ledger.store import compare, hypotheses, runs, timeline, why
+from ledger.store import analysed, compare, hypotheses, runs, timeline, why
 from ledger.store.columnar import fetch_floats
 from ledger.store.lookup import run_row
 from ledger.store.steps import placeholder
@@ -97,7 +97,7 @@ def _facts(session: Session, row: m.Run) -> RunFacts:
     has_steps = detail.steps > 0
     ran_at, ran_from = ran_time(session, row, detail)
     events, counts = run_events(session, row.id)
-    columns = compare.step_columns(session, row.id) if has_steps else None
+    columns = analysed.step_columns(session, row.id) if has_steps else None
     return RunFacts(
         detail=detail,
         columns=columns,

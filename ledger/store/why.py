@@ -26,7 +26,7 @@ from ledger.db import models as m
 from ledger.errors import UsageError
 from ledger.launchcmd import split as read_launch
 from ledger.model.terms import WHY_EVENT_KINDS, EventKind, Fate
-from ledger.store import compare, launches
+from ledger.store import analysed, compare, launches
 from ledger.store.columnar import fetch_floats
 from ledger.store.steps import placeholder
 
@@ -153,7 +153,7 @@ def evidence(
         select(m.Step.step).where(m.Step.run_id == row.id, m.Step.launch == launch).limit(1)
     )
     if columns is None and has_steps is not None:
-        columns = compare.step_columns(session, row.id, None, launch)
+        columns = analysed.step_columns(session, row.id, None, launch)
     events, counts = _events(session, row.id, launch)
     fate, reason = launches.fate_and_reason(session, row, launch)
     return RunEvidence(
