@@ -308,3 +308,28 @@ def test_the_cli_keeps_analyses_where_it_may_write_and_reads_only_where_not(
     kept_now = run_cli("--db", db_url, "compare", *RUNS, "--json")
     assert kept_now.exit_code == 0 and count() == 2
     assert kept_now.output == unwritable.output
+
+
+def test_runs_analysed_side_by_side_say_what_one_after_the_other_says(
+    two: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import ledger.analyze as analyze
+    from ledger.usecases import compare as use_compare
+
+    monkeypatch.setattr(use_compare, "SIDE_BY_SIDE_STEPS", 10**12)  # never side by side
+    alone = as_json(fresh(two, RUNS))
+    threads: list[str] = []
+    real = analyze.analyze_run
+
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analyze, "analyze_run", noting)
+    monkeypatch.setattr(use_compare, "SIDE_BY_SIDE_STEPS", 0)
+    monkeypatch.setattr(use_compare.os, "cpu_count", lambda: 2)
+    together = as_json(fresh(two, RUNS))
+    assert together == alone
+    assert len(threads) == 2 and all(t.startswith("ledger-analysis") for t in threads)
