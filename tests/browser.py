@@ -158,11 +158,16 @@ class Browser:
         raise TimeoutError(event)
 
     def _drain(self, ws: Any, report: PageReport, timeout: float) -> None:
-        ws.settimeout(timeout)
+        """Record what the page sends for `timeout` seconds in all (a page that polls
+        sends something every second: a pause per message would never come)."""
+        import websocket
+
+        deadline = time.monotonic() + timeout
         try:
-            while True:
+            while (left := deadline - time.monotonic()) > 0:
+                ws.settimeout(left)
                 self._record(json.loads(ws.recv()), report, ws)
-        except Exception:  # the timeout ends the drain
+        except websocket.WebSocketTimeoutException:  # the deadline ends the drain
             pass
         finally:
             ws.settimeout(30)

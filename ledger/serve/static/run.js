@@ -25,6 +25,11 @@ function zoomTo(from, to) {
 function zoomHook(u) {
   const x = u.scales.x;
   if (x.min === null || x.max === null || !u._ledgerReady) return;
+  // uPlot fits the axis to the data it holds, whose last x is the first step of the last
+  // bucket (before the run's last step): that fit, made again each time the charts are
+  // redrawn, is no zoom. Taken for one, each redraw narrowed the page by a bucket.
+  const xs = u.data[0];
+  if (xs.length && x.min <= xs[0] && x.max >= xs[xs.length - 1]) return;
   const full = u._ledgerFull;
   if (full && x.min <= full[0] && x.max >= full[1]) return;
   if (zoom.from !== null && Math.floor(x.min) === Number(zoom.from) && Math.ceil(x.max) === Number(zoom.to)) return;
