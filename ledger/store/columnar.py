@@ -40,6 +40,10 @@ T = TypeVar("T")
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 BULK_ROWS = 10_000  # below this many rows the cursor is as fast as a bulk read
 fallbacks = 0  # bulk reads that had to take the cursor path (see the module's docstring)
+# A read-only connection opened while others open theirs, or while a writer checkpoints,
+# can find the WAL index busy for a moment: with no busy timeout SQLite answers "database is
+# locked" at once, and reads made side by side fell back to the cursor one time in three.
+WAIT_WHILE_LOCKED = "PRAGMA busy_timeout = 30000"
 
 
 def fetch_floats(
@@ -264,6 +268,7 @@ def _adbc_query(path: str, sql: str, params: tuple[Any, ...]) -> Any:
         import adbc_driver_sqlite.dbapi as dbapi
 
         with dbapi.connect(uri) as db, db.cursor() as cursor:
+            cursor.execute(WAIT_WHILE_LOCKED)
             cursor.execute(sql, params)
             return cursor.fetch_arrow_table()
     import adbc_driver_manager
@@ -277,6 +282,8 @@ def _adbc_query(path: str, sql: str, params: tuple[Any, ...]) -> Any:
         adbc_driver_manager.AdbcConnection(database) as connection,
         adbc_driver_manager.AdbcStatement(connection) as statement,
     ):
+        statement.set_sql_query(WAIT_WHILE_LOCKED)
+        statement.execute_update()
         statement.set_sql_query(sql)
         stream, _ = statement.execute_query()
         reader = pyarrow.RecordBatchReader._import_from_c(stream.address)
