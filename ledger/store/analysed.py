@@ -71,16 +71,34 @@ def step_columns(
     )
 
 
-def many(session: Session, launches: Sequence[tuple[int, int]]) -> list[StepColumns]:
-    """step_columns of each (run id, launch), their bulk reads made side by side."""
+def many(
+    session: Session,
+    launches: Sequence[tuple[int, int]],
+    counted: Sequence[int | None] | None = None,
+) -> list[StepColumns]:
+    """step_columns of each (run id, launch), their bulk reads made side by side.
+
+    `counted`: each launch's steps as counted in this session already (None where not),
+    which its plan then does not count again."""
     conn = session.connection()
-    plans = [plan(conn, run_id, None, launch) for run_id, launch in launches]
+    counts = list(counted) if counted is not None else [None] * len(launches)
+    plans = [
+        plan(conn, run_id, None, launch, rows)
+        for (run_id, launch), rows in zip(launches, counts, strict=True)
+    ]
     tables = fetch_floats_many(conn, [p.read for p in plans])
     return [made(conn, p, table) for p, table in zip(plans, tables, strict=True)]
 
 
-def plan(conn: Connection, run_id: int, after: int | None, launch: int | None) -> Planned:
-    """How to read the launch's steps (see step_columns)."""
+def plan(
+    conn: Connection,
+    run_id: int,
+    after: int | None,
+    launch: int | None,
+    counted: int | None = None,
+) -> Planned:
+    """How to read the launch's steps (see step_columns). `counted`: the launch's steps,
+    counted in this transaction already (with no `after`): not counted again."""
     launch = latest_launch(conn, run_id) if launch is None else launch
     low, high = rank_bounds(conn, run_id, launch)
     mark = placeholder(conn.dialect.name)
@@ -93,7 +111,9 @@ def plan(conn: Connection, run_id: int, after: int | None, launch: int | None) -
     known = held_columns(conn, run_id, launch)
     if known is not None:
         held = tuple(c for c in ANALYSED if c in known)
-        rows, first, last = _extent(conn, where, params, low, high)
+        rows, first, last = _extent(
+            conn, where, params, low, high, counted if after is None else None
+        )
     elif (
         conn.dialect.name == "sqlite"
         and low is not None
@@ -138,18 +158,29 @@ def made(conn: Connection, planned: Planned, table: Any) -> StepColumns:
 
 
 def _extent(
-    conn: Connection, where: str, params: tuple[int, ...], low: int | None, high: int | None
+    conn: Connection,
+    where: str,
+    params: tuple[int, ...],
+    low: int | None,
+    high: int | None,
+    counted: int | None = None,
 ) -> tuple[int, int | None, int | None]:
-    """How many steps `where` selects (a count on the key's index, no row read), and, for
-    one rank, the first and the last (the ends of the key)."""
+    """How many steps `where` selects (a count on the key's index, no row read, unless
+    `counted` says it already), and, for one rank, the first and the last (the ends of the
+    key)."""
     mark = placeholder(conn.dialect.name)
+    count = f"SELECT count(*) {where}"
     if low is None or low != high:
-        rows = conn.exec_driver_sql(f"SELECT count(*) {where}", params).scalar_one()
-        return int(rows), None, None
+        if counted is not None:
+            return counted, None, None
+        return int(conn.exec_driver_sql(count, params).scalar_one()), None, None
+    ranked = f"{where} AND rank = {mark}"
+    ends = f"(SELECT min(step) {ranked}), (SELECT max(step) {ranked})"
+    if counted is not None:
+        first, last = conn.exec_driver_sql(f"SELECT {ends}", (*params, low, *params, low)).one()
+        return counted, first, last
     rows, first, last = conn.exec_driver_sql(
-        f"SELECT (SELECT count(*) {where}), (SELECT min(step) {where} AND rank = {mark}), "
-        f"(SELECT max(step) {where} AND rank = {mark})",
-        (*params, *params, low, *params, low),
+        f"SELECT ({count}), {ends}", (*params, *params, low, *params, low)
     ).one()
     return int(rows), first, last
 

@@ -69,13 +69,10 @@ def inputs(
             if body is not None:
                 found[n.label] = body
     unread = [n for n in named if n.label not in found]
-    read = dict(
-        zip(
-            [n.label for n in unread],
-            analysed.many(session, [(n.run.id, n.launch) for n in unread]),
-            strict=True,
-        )
-    )
+    # a launch's version counted its steps in this transaction: its read need not again
+    counted = [versions[n.label][2].steps if n.label in versions else None for n in unread]
+    steps = analysed.many(session, [(n.run.id, n.launch) for n in unread], counted)
+    read = dict(zip([n.label for n in unread], steps, strict=True))
     data = [(n.label, read.get(n.label), n.run.throughput_unit) for n in named]
     return Inputs(data, fates, chosen, found, versions)
 
