@@ -174,3 +174,64 @@ def test_the_upgrade_puts_existing_rows_into_launch_1(db_url: str) -> None:
 )
 def test_a_trainer_is_told_from_a_viewer(argv: list[str], expected: str) -> None:
     assert role(argv) == expected
+
+
+def _appended(path: Path, text: str) -> Path:
+    with path.open("a") as f:
+        f.write(text)
+    return path
+
+
+def _run_text(level: float, steps: int, ending: str, noise: int = 7) -> str:
+    lines = [
+        f"step {i} | loss {2.0 - i / 1000:.4f} | tok/s {level + (i * noise) % 50 - 25:.1f}\n"
+        for i in range(1, steps + 1)
+    ]
+    return "launching: torchrun --nproc_per_node 8 train.py\n" + "".join(lines) + ending
+
+
+def test_a_relaunch_appended_to_its_log_is_a_new_launch_with_its_own_steps(
+    lg: ledger.Ledger, tmp_path: Path
+) -> None:
+    """`python train.py >> train.log` twice: the second run's steps 1, 2, … were the first
+    run's keys and went nowhere (the ingest said it read them); now they are launch 2's."""
+    log = _appended(tmp_path / "train_app.log", _run_text(14200, 300, "Training completed\n"))
+    first = lg.ingest(log)
+    assert (first.launch, first.steps, first.fate) == (1, 300, "finished")
+    _appended(log, _run_text(11000, 200, "", noise=3))  # relaunched after a change: slower
+    again = lg.ingest(log)
+    assert (again.launch, again.steps, again.reset) == (2, 200, None)
+    assert [(x.number, x.steps, x.fate) for x in lg.launches("app")] == [
+        (1, 300, "finished"),
+        (2, 200, again.fate),
+    ]
+    assert lg.steps_frame("app@1")["throughput"].median() > 14000  # never overwritten
+    assert lg.steps_frame("app")["throughput"].median() < 11100
+    report = lg.compare(["app@1", "app"])
+    assert report.comparisons[0].verdict == "regression"
+    assert lg.ingest(log).steps == 0  # read again: nothing twice
+
+
+def test_a_crash_and_a_restart_in_one_log_read_at_once_are_two_launches(
+    lg: ledger.Ledger, tmp_path: Path
+) -> None:
+    crash = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in <module>\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    text = _run_text(10500, 120, crash) + _run_text(14200, 150, "Training completed\n")
+    log = _appended(tmp_path / "train_twice.log", text)
+    result = lg.ingest(log)
+    assert (result.steps, result.launch, result.fate) == (270, 2, "finished")
+    launches = lg.launches("twice")
+    assert [(x.number, x.steps, x.fate) for x in launches] == [
+        (1, 120, "oom"),
+        (2, 150, "finished"),
+    ]
+    assert "out of memory" in (launches[0].fate_reason or "")
+    assert len(lg.steps_frame("twice@1")) == 120 and len(lg.steps_frame("twice")) == 150
+    # each launch has its own run's events: the OOM is the first's, the restart the second's
+    with lg.engine.connect() as conn:
+        found = conn.exec_driver_sql("SELECT kind, launch FROM log_event").all()
+    assert ("oom", 1) in found and ("restart", 2) in found and ("oom", 2) not in found

@@ -107,3 +107,26 @@ def test_a_failure_while_answering_puts_the_reader_back(monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert reader.save() == before and reader.rows and not reader.shapes.lean
     assert reader.fate(tail=TAIL)[0] == "oom"
+
+
+def test_a_new_run_in_the_log_splits_what_was_found_where_it_begins() -> None:
+    """The reader marks where a new run begins (Found.restarts), with the fate the run
+    before it ended with; fed in any pieces, the parts are the same: each run's rows."""
+    first = "".join(f"step {i} | loss 2.0 | tok/s {14000 + i}\n" for i in range(1, 41))
+    crash = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    second = "".join(f"step {i} | loss 2.0 | tok/s {11000 + i}\n" for i in range(1, 31))
+    text = first + crash + second
+    whole = LogReader().feed(text)
+    lines = text.splitlines(keepends=True)
+    pieces = Found()
+    reader = LogReader()
+    for at in range(0, len(lines), 7):  # seven whole lines a feed, as ingest's blocks come
+        pieces.extend(reader.feed("".join(lines[at : at + 7])))
+    for found in (whole, pieces):
+        parts = found.parts()
+        assert [len(p.steps) for p, _ in parts] == [40, 30]
+        (before, restart), (after, last) = parts
+        assert restart is not None and restart.fate == "oom" and last is None
+        assert before.steps[-1][1] == 40 and after.steps[0][1] == 1
+        assert {e.kind for e in before.events} >= {"oom"}
+        assert [e.kind for e in after.events][:1] == ["restart"]

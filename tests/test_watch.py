@@ -317,12 +317,14 @@ def test_the_timeline_shows_what_watch_decided(box: Path) -> None:
 
 def test_identical_outputs_of_two_launches_are_two_launches(box: Path) -> None:
     oom = box / "oom.log"
-    lines = [f"step {i} | loss 2.0 | tok/s {14000 + i % 7}\n" for i in range(1, 120)]
+    # one run, well past the 4 KiB a copy is told by (the same run four times in one log
+    # would be four runs: four launches a watch)
+    lines = [f"step {i} | loss 2.0 | tok/s {14000 + i % 7}\n" for i in range(1, 480)]
     lines += [
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 3 has a "
         "total capacity of 79.19 GiB of which 1.21 GiB is free.\n"
     ]
-    oom.write_text("".join(lines) * 4)  # well past the 4 KiB a copy is told by
+    oom.write_text("".join(lines))
     for run in ("a1", "a2", "a1"):  # a second run, then a second launch of the first
         done = _ledger("watch", run, "--interval", "0.1", "--", "cat", str(oom))
         assert done.returncode == 3, done.stdout + done.stderr  # failed: never refused

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ledger.logs import events as ev
-from ledger.logs.fate import FATAL
+from ledger.logs.fate import FATAL, decide, facts
 from ledger.logs.runstate import (
     MAX_CONFIG,
     MAX_EFFECTS,
@@ -158,6 +158,7 @@ class Recorder:
     def restart(self, line: int, text: str) -> None:
         st = self.state
         self.close_follow()
+        self.out.begins_again(*decide(facts(st)))  # the ended run's fate, as it stood
         st.runs += 1
         self.emit(line, K.RESTART, f"a new run begins: {ev.clip(text, 300)}", None, st.last_step)
         st.run = RunFacts(start_line=line)

@@ -68,6 +68,19 @@ class Unread(Record):
     text: str = ""
 
 
+@dataclass(frozen=True)
+class Restart(Record):
+    """Where in a Found a new run begins (a relaunch appended to the log, a crash and then
+    a restart): the steps, metric rows and events before it are the ended run's, which
+    ended with `fate` for `reason`. The store begins a new launch there."""
+
+    steps: int
+    metrics: int
+    events: int
+    fate: Fate
+    reason: str
+
+
 @dataclass
 class Found(Record):
     """What one `feed()` (or `finish()`) found, in the order the log holds it."""
@@ -78,8 +91,37 @@ class Found(Record):
     config: list[ConfigItem] = field(default_factory=list)
     unread: list[Unread] = field(default_factory=list)
     has_nan: bool = False  # a step or metric row may hold NaN (SQLite needs to know)
+    restarts: list[Restart] = field(default_factory=list)  # in the log's order
+
+    def begins_again(self, fate: Fate, reason: str) -> None:
+        """A new run begins after what was found so far; the one before ended so."""
+        here = Restart(len(self.steps), len(self.metrics), len(self.events), fate, reason)
+        self.restarts.append(here)
+
+    def parts(self) -> list[tuple[Found, Restart | None]]:
+        """The runs this holds, in order: each one's rows and events, and the Restart that
+        ends it (None for the last, which goes on; the config items and unread lines go
+        with it)."""
+        if not self.restarts:
+            return [(self, None)]
+        out: list[tuple[Found, Restart | None]] = []
+        s = m = e = 0
+        for r in self.restarts:
+            part = Found(self.steps[s : r.steps], self.metrics[m : r.metrics],
+                         self.events[e : r.events], has_nan=self.has_nan)  # fmt: skip
+            out.append((part, r))
+            s, m, e = r.steps, r.metrics, r.events
+        last = Found(self.steps[s:], self.metrics[m:], self.events[e:], self.config, self.unread,
+                     self.has_nan)  # fmt: skip
+        out.append((last, None))
+        return out
 
     def extend(self, other: Found) -> None:
+        self.restarts.extend(
+            Restart(r.steps + len(self.steps), r.metrics + len(self.metrics),
+                    r.events + len(self.events), r.fate, r.reason)
+            for r in other.restarts
+        )  # fmt: skip
         self.steps.extend(other.steps)
         self.metrics.extend(other.metrics)
         self.events.extend(other.events)

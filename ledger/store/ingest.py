@@ -53,7 +53,7 @@ from ledger.store.units import house_spelling
 
 if TYPE_CHECKING:
     from ledger.logs.reader import LogReader
-    from ledger.model.logs import Found, LogSummary
+    from ledger.model.logs import Found, LogSummary, Restart
 
 BATCH_ROWS = 100_000
 # An ingest commits what it read this often, so another writer (a `hypothesis add`, a
@@ -495,10 +495,32 @@ class LaunchWriter:
             )  # fmt: skip
         return self.writer
 
+    def begin_again(self, restart: Restart) -> None:
+        """A new run began in the log: the launch of the run before it keeps the fate that
+        run ended with, and the log goes on in a new launch (its events from here on)."""
+        session, run, lf = self.session, self.run, self.lf
+        launches.set_fate(session, run, lf.launch, restart.fate, restart.reason)
+        lf.launch = launches.begin(session, run, launches.LOG).number
+        session.flush()
+        self.writer = None
+        self.steps_seen = True  # the new run's steps are its launch's own: nothing to look up
+
 
 def _store(session: Session, launch_writer: LaunchWriter, found: Found) -> Stored:
     """Write what the reader found (a ledger.model.logs.Found): step and metric rows, events
-    with the step before them, config items."""
+    with the step before them, config items. Where a new run begins in the log (a relaunch
+    appended to it, a restart after a crash), what follows goes into a new launch: its steps
+    1, 2, … would otherwise be the earlier run's keys, and be dropped as written already."""
+    done = Stored()
+    for part, restart in found.parts():
+        done.add(_store_run(session, launch_writer, part))
+        if restart is not None:
+            launch_writer.begin_again(restart)
+    return done
+
+
+def _store_run(session: Session, launch_writer: LaunchWriter, found: Found) -> Stored:
+    """_store for what one run of the log printed."""
     conn = session.connection()
     writer = launch_writer.get(found)
     run_id, log_file_id, launch = launch_writer.run.id, launch_writer.lf.id, launch_writer.lf.launch
