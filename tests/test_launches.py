@@ -235,3 +235,16 @@ def test_a_crash_and_a_restart_in_one_log_read_at_once_are_two_launches(
     with lg.engine.connect() as conn:
         found = conn.exec_driver_sql("SELECT kind, launch FROM log_event").all()
     assert ("oom", 1) in found and ("restart", 2) in found and ("oom", 2) not in found
+
+
+def test_a_run_that_printed_no_end_before_a_new_one_began_is_not_left_running(
+    lg: ledger.Ledger, tmp_path: Path
+) -> None:
+    """Preempted without a word, then started again into the same log: the first launch
+    ended (a new run began), though nothing says how, so its fate is unknown, not running."""
+    text = "".join(f"step {i} | loss 2.0 | tok/s {14000 + i % 9}\n" for i in range(1, 81))
+    text += "".join(f"step {i} | loss 2.0 | tok/s {13000 + i % 9}\n" for i in range(1, 61))
+    lg.ingest(_appended(tmp_path / "train_quiet.log", text))
+    (first, second) = lg.launches("quiet")
+    assert (first.steps, first.fate, second.steps) == (80, "unknown", 60)
+    assert "a new run began at line 81" in (first.fate_reason or "")

@@ -20,7 +20,7 @@ from ledger.logs.runstate import (
     RunState,
 )
 from ledger.model.logs import ConfigItem, Found, LogEvent, Unread
-from ledger.model.terms import EventKind, LogEffect, RunPhase
+from ledger.model.terms import EventKind, Fate, LogEffect, RunPhase
 from ledger.model.terms import EventKind as K
 
 MAX_UNREAD_TEXT = 300  # what is shown of an unread line
@@ -158,7 +158,10 @@ class Recorder:
     def restart(self, line: int, text: str) -> None:
         st = self.state
         self.close_follow()
-        self.out.begins_again(*decide(facts(st)))  # the ended run's fate, as it stood
+        fate, reason = decide(facts(st))  # the ended run's fate, as it stood
+        if not fate.is_final:  # it printed no end: nothing says how it ended, only that it did
+            fate, reason = Fate.UNKNOWN, f"a new run began at line {line} ({reason or 'no end'})"
+        self.out.begins_again(fate, reason)
         st.runs += 1
         self.emit(line, K.RESTART, f"a new run begins: {ev.clip(text, 300)}", None, st.last_step)
         st.run = RunFacts(start_line=line)
