@@ -375,3 +375,34 @@ def test_a_trainer_that_dies_after_the_decision_shows_its_death(box: Path) -> No
         detail = lg.show("doomed")
         assert detail.fate == "oom" and detail.event_counts.get("oom") == 1
         assert detail.last_step is not None and detail.last_step >= 399
+
+
+def test_a_relaunch_appended_to_a_finished_runs_log_is_what_watch_judges(box: Path) -> None:
+    """`train.py >> train_x.log` again, then `watch x --log train_x.log`: the log's first run
+    had finished, so watch waits for what comes next in it and judges that launch alone.
+    It said SAME at once, on the finished run's stored steps, while the relaunch was 26 %
+    slower."""
+    log = box / "train_x.log"
+    first = subprocess.run(
+        [*TRAINER, "--log", str(log), "--level", "14150", "--steps", "400", "--step-time", "0",
+         "--load-time", "0", "--ending", "finish"], check=True,
+    )  # fmt: skip
+    assert first.returncode == 0 and run_json("ingest", str(log))["fate"] == "finished"
+    # nothing appended: nothing judged, no launch left behind
+    idle = _ledger("watch", "x", "--log", str(log), "--interval", "0.1", "--timeout", "1")
+    assert idle.returncode == 5, idle.stdout + idle.stderr  # undecided
+    with ledger.open() as lg:
+        assert [(x.number, x.fate) for x in lg.launches("x")] == [(1, "finished")]
+    trainer = _trainer(log, "--level", "10650", "--steps", "5000", "--ending", "ok")
+    try:
+        done = _ledger("watch", "x", "--log", str(log), "--interval", "0.1", "--json")
+    finally:
+        _stop(trainer)
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "regression" and result["launch"] == 2
+    assert 70 < result["pct_of_reference"] < 80
+    with ledger.open() as lg:
+        launches = lg.launches("x")
+        assert [(x.number, x.steps > 0) for x in launches] == [(1, True), (2, True)]
+        assert launches[0].fate == "finished" and launches[0].steps == 400

@@ -84,11 +84,12 @@ def watch(
     --against RUN (RUN@N names one launch of a run).
 
     A command, or a log the run has not read yet, is a new launch of RUN (RUN@2, RUN@3…):
-    only what it produces is judged. A viewer command (tail -F, kubectl/docker logs -f,
-    journalctl -f, through ssh or not) is stopped at the decision; a trainer is not: watch
-    says the decision at once, then stays until the trainer ends, storing all its output
-    and its fate from how it ended (--stop-on stops it instead). Ctrl-C or SIGTERM leaves a
-    trainer running, and says so.
+    only what it produces is judged. So is a relaunch appended to a log whose run finished
+    or failed: watch waits for it, and judges it alone. A viewer command (tail -F,
+    kubectl/docker logs -f, journalctl -f, through ssh or not) is stopped at the decision;
+    a trainer is not: watch says the decision at once, then stays until the trainer ends,
+    storing all its output and its fate from how it ended (--stop-on stops it instead).
+    Ctrl-C or SIGTERM leaves a trainer running, and says so.
 
     It decides as soon as the statistics allow — the interval is valid however often it is
     looked at (docs/watch.md) — and at once when the run dies or stops printing. Exit

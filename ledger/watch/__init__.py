@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ledger.errors import UsageError
 from ledger.interrupts import pause
-from ledger.model.terms import LaunchSource
+from ledger.model.terms import Fate, LaunchSource
 from ledger.watch.codes import ERROR, EXIT_CODES, OUTCOMES
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def watch(
     if against is not None and against == run:
         raise UsageError(f"a run cannot be watched against itself ({run!r}); name another")
     reference = _reference(lg, against)
-    launch = _launch(lg, run, log, command)
+    launch, after = _launch(lg, run, log, command)
     source: Source
     if command:
         source = CommandSource(lg, command, run, stream_path(lg, run))
@@ -83,27 +83,35 @@ def watch(
     return Watcher(
         lg, run, source, reference, against=against, threshold=0.02 if threshold is None else
         threshold, stall_after=stall_after, timeout=timeout, interval=interval, clock=clock,
-        sleep=sleep, launch=launch, stop_on=stops,
+        sleep=sleep, launch=launch, after=after, stop_on=stops,
     )  # fmt: skip
 
 
 def _launch(
     lg: Ledger, run: str, log: str | os.PathLike[str] | None, command: Sequence[str] | None
-) -> int | None:
-    """The launch this watch judges: a new one for a command, or for a log the run's
-    latest launch has not read (None: the run does not exist yet; its first launch comes
-    with its first output); the latest for a log it is reading, or for the run's rows."""
+) -> tuple[int | None, int | None]:
+    """The launch this watch judges, and the one it must move past.
+
+    A new launch for a command, or for a log the run's latest launch has not read (None:
+    the run does not exist yet; its first launch comes with its first output); the latest
+    for a log it is reading, or for the run's rows. A log the latest launch read to its end
+    (that run finished or failed) is followed for what comes next in it, a relaunch appended
+    to it, which ingest reads into a launch of its own: judged is the first launch after
+    that one (or that one again, should its run go on in the log; ledger.watch.watcher)."""
     import shlex
 
     if run not in lg.run_names():
-        return None
+        return None, None
     if command:
-        return lg.begin_launch(run, LaunchSource.WATCH, shlex.join(command)).number
+        return lg.begin_launch(run, LaunchSource.WATCH, shlex.join(command)).number, None
     if log is not None:
-        known = {f.path for f in lg.show(run).log_files if f.launch == lg.run_summary(run).launch}
+        latest = lg.run_summary(run)
+        known = {f.path for f in lg.show(run).log_files if f.launch == latest.launch}
         if str(Path(log).resolve()) not in known:
-            return lg.begin_launch(run, LaunchSource.WATCH).number
-    return None
+            return lg.begin_launch(run, LaunchSource.WATCH).number, None
+        if Fate(latest.fate).is_final:
+            return None, latest.launch
+    return None, None
 
 
 def _reference(lg: Ledger, against: str | None) -> Reference:

@@ -103,6 +103,7 @@ class Watcher:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = pause,
         launch: int | None = None,
+        after: int | None = None,
         stop_on: frozenset[str] = frozenset(),
     ) -> None:
         self.lg, self.run, self.source = lg, run, source
@@ -115,6 +116,9 @@ class Watcher:
         self.held: StepColumns | None = None  # the newest step, until it is complete
         self.pace = Pace()
         self.launch = launch  # the launch judged; None: the run's latest, once it shows
+        # an ended launch whose log is followed for the relaunch appended to it: until the
+        # source shows a later launch (or this one going on), nothing is judged
+        self.after = after
         self.stop_on = stop_on
         self.said: str | None = None  # what watch left behind, said when it was interrupted
         self._last: Look | None = None
@@ -136,7 +140,7 @@ class Watcher:
         decided: WatchResult | None = None
         try:
             while True:
-                look = self.source.look()
+                look = self._current(self.source.look())
                 self._last = look
                 now = self.clock()
                 note = self._follow_launch(look)
@@ -216,11 +220,28 @@ class Watcher:
         self.fed_to, self.pace = None, Pace()
         return f"{self.run}: launch {self.launch} began; it is judged on its own steps"
 
+    def _current(self, look: Look) -> Look:
+        """The look as it concerns the launch to judge. While the watch waits past an ended
+        launch (`after`), a look at it is no news of the relaunch: its fate is dropped. The
+        relaunch shows as a later launch (a new run begun in the log); should the ended
+        launch's own run go on instead (steps again, its fate no longer final), that launch
+        is the one judged."""
+        if self.after is None or self.launch is not None or look.launch is None:
+            return look
+        if look.launch > self.after or (
+            look.fate is not None and not Fate(look.fate).is_final
+        ):  # fmt: skip
+            self.after = None
+            return look
+        return dataclasses.replace(look, fate=None, reason=None, launch=None)
+
     # -- steps ---------------------------------------------------------------------------
 
     def _feed(self, *, final: bool) -> int:
         """Give the monitor the steps that arrived, each once it is complete: with several
         ranks a step is complete when a later one has come (or the run ended)."""
+        if self.after is not None:
+            return 0  # waiting for the relaunch: the ended launch's steps are not its
         try:
             columns = self.lg.step_columns(self.run, after=self.fed_to, launch=self.launch)
         except NotFoundError:
