@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
+from ledger.analyze import special
 from ledger.analyze.robust import block_medians, block_size, long_run_sd, median
 
 BLOCKS = 400

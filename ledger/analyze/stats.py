@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
+from ledger.analyze import special
 from ledger.analyze.robust import integrated_time, median
 from ledger.analyze.robust import percentiles as order_percentiles
 
