@@ -15,6 +15,8 @@ import threading
 import time
 from types import FrameType
 
+from ledger.collector import settle
+
 _pressed = threading.Event()
 
 
@@ -35,6 +37,7 @@ def install() -> None:
 
 def pause(seconds: float) -> None:
     """Sleep between looks; raise KeyboardInterrupt if one was pressed and swallowed."""
+    settle()  # a command that waits lives on: the collector as Python has it
     if _pressed.is_set():
         raise KeyboardInterrupt
     time.sleep(seconds)

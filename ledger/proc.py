@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 
+from ledger.collector import settle
+
 OUTPUT_TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 3.0
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` reports; a timed-out step is also flagged
@@ -71,6 +73,7 @@ class Stop:
     def interruptible(self, wait: Callable[[], object]) -> None:
         """Call `wait` (a sleep, process.wait) so that a stopping signal ends it at once;
         elsewhere the signal is only noted, so no row is left half-written."""
+        settle()  # a command that waits lives on: the collector as Python has it
         self._raise = True
         try:
             if self.signum is None:  # checked once armed: a signal just before still counts

@@ -26,6 +26,7 @@ LAYERS = {
     "ledger.redact": "base",
     "ledger.proc": "base",
     "ledger.interrupts": "base",
+    "ledger.collector": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
     "ledger.cleantext": "base",

@@ -15,10 +15,12 @@ from ledger.cli import (  # noqa: F401 — registers the commands
     why,
 )
 from ledger.cli.app import cli
+from ledger.collector import start_up
 from ledger.interrupts import install as take_interrupts
 
 
 def main() -> None:
+    start_up()  # start-up's objects live until exit: no point scanning them
     take_interrupts()  # a Ctrl-C swallowed by a garbage-collector callback still stops
     cli.main(prog_name="ledger")
 

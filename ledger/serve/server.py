@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ledger.collector import settle
 from ledger.errors import UsageError
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def serve(
     if open_browser and can_open_browser():
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    settle()  # a server lives on: the collector as Python has it
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
