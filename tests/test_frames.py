@@ -122,3 +122,8 @@ def test_steps_frame_of_one_rank_is_the_same_with_consecutive_steps_or_not(
     assert int(dense["loss"].isna().sum()) == sum(1 for s in range(10, 15_010) if s % 5)
     assert gappy["step"].iloc[6_990] == 7_001
     assert gappy["throughput"].iloc[6_990] == 1000.0 + 7_001 % 13
+    # a log printed every 10th step: the seeks between its ends miss, so it is read whole
+    lg.add_steps("strided", rows(list(range(0, 150_000, 10))))
+    strided = lg.steps_frame("strided", ["throughput", "loss"])
+    assert strided["step"].tolist() == list(range(0, 150_000, 10))
+    assert strided["throughput"].tolist() == [1000.0 + s % 13 for s in range(0, 150_000, 10)]

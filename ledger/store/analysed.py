@@ -22,7 +22,9 @@ from ledger.store.steps import (
     held_columns,
     latest_launch,
     placeholder,
+    probed_ends,
     rank_bounds,
+    step_ends,
 )
 
 if TYPE_CHECKING:
@@ -43,8 +45,9 @@ class Planned:
     """One launch's read, planned: what to fetch, and how to turn the table into arrays.
 
     `first` is set when the steps are consecutive (first, first + 1, …, `rows` of them),
-    and then they are not read; `unbounded` is the read to make instead when fewer rows
-    came back than were counted (some were removed meanwhile); `drop_empty` drops the
+    as counted or as a few seeks on the key's index suggested (steps.probed_ends), and
+    then they are not read; `unbounded` is the read to make instead when fewer rows came
+    back (a gap the seeks missed, or rows removed meanwhile); `drop_empty` drops the
     columns every row read left empty.
     """
 
@@ -146,7 +149,7 @@ def made(conn: Connection, planned: Planned, table: Any) -> StepColumns:
     if planned.first is not None:
         if len(table) == planned.rows:  # consecutive: first, first + 1, …, one per row
             step = planned.first + np.arange(len(table), dtype=np.int64)
-        else:  # rows were removed meanwhile: read the steps too
+        else:  # a gap, or rows removed meanwhile: read the steps too
             assert planned.unbounded is not None  # a bounded read always has one
             read = planned.unbounded
             table = fetch_floats(conn, read.columns, read.tail, read.params, bulk=read.bulk)
@@ -165,24 +168,24 @@ def _extent(
     high: int | None,
     counted: int | None = None,
 ) -> tuple[int, int | None, int | None]:
-    """How many steps `where` selects (a count on the key's index, no row read, unless
-    `counted` says it already), and, for one rank, the first and the last (the ends of the
-    key)."""
-    mark = placeholder(conn.dialect.name)
+    """How many steps `where` selects, and, for one rank, the first and the last (the ends
+    of the key).
+
+    `counted` when given; for one rank whose steps look consecutive (probed_ends: a few
+    seeks on the key's index), last − first + 1, which the read then checks (`made`);
+    else a count on the key's index (no row read, but a walk of all its entries).
+    """
     count = f"SELECT count(*) {where}"
     if low is None or low != high:
         if counted is not None:
             return counted, None, None
         return int(conn.exec_driver_sql(count, params).scalar_one()), None, None
-    ranked = f"{where} AND rank = {mark}"
-    ends = f"(SELECT min(step) {ranked}), (SELECT max(step) {ranked})"
     if counted is not None:
-        first, last = conn.exec_driver_sql(f"SELECT {ends}", (*params, low, *params, low)).one()
-        return counted, first, last
-    rows, first, last = conn.exec_driver_sql(
-        f"SELECT ({count}), {ends}", (*params, *params, low, *params, low)
-    ).one()
-    return int(rows), first, last
+        return (counted, *step_ends(conn, where, params, low))
+    first, last, consecutive = probed_ends(conn, where, params, low)
+    if consecutive and first is not None and last is not None:
+        return last - first + 1, first, last
+    return int(conn.exec_driver_sql(count, params).scalar_one()), first, last
 
 
 def _drop_empty(column: dict[str, Any]) -> None:

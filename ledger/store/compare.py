@@ -34,8 +34,8 @@ class Inputs:
 
     A run whose analysis was kept (ledger.store.kept) and whose steps have not changed
     since has no steps here (None) but its analysis in `kept`; every other run has its
-    steps. `versions` says what each run's steps were when looked at (before they were
-    read), to keep the analysis made of them.
+    steps. `versions` says what each read run's steps were (ledger.store.kept), to keep
+    the analysis made of them.
     """
 
     data: list[tuple[str, StepColumns | None, str | None]]  # label, steps, unit: as named
@@ -60,19 +60,37 @@ def inputs(
     fates = {n.label: launches.fate_and_reason(session, n.run, n.launch) for n in named}
     chosen = override(baseline(session, investigation), baseline_value, units)
     found: dict[str, str] = {}
+    looked: dict[str, kept_rows.Found] = {}
+    rewritten: dict[str, int] = {}
+    for n in named:
+        if settings is None:
+            continue
+        seen = looked[n.label] = kept_rows.find(session, n.run.id, n.launch, settings)
+        if seen.body is not None:
+            found[n.label] = seen.body
+        else:  # read before the steps are
+            rewritten[n.label] = (
+                seen.now.rewritten
+                if seen.now is not None
+                else kept_rows.rewritten(session, n.run.id, n.launch)
+            )
+    unread = [n for n in named if n.label not in found]
+    # a launch counted to tell its kept analysis stale: its read need not count again
+    counts = {label: f.now.steps for label, f in looked.items() if f.now is not None}
+    steps = analysed.many(
+        session, [(n.run.id, n.launch) for n in unread], [counts.get(n.label) for n in unread]
+    )
+    read = dict(zip([n.label for n in unread], steps, strict=True))
     versions: dict[str, tuple[int, int, kept_rows.Version]] = {}
     for n in named:
-        if settings is not None:
-            now = kept_rows.version(session, n.run.id, n.launch)  # before the steps are read
+        now = looked[n.label].now if n.label in found else None
+        if now is not None:  # kept, and counted to tell: an unreadable one is made again
             versions[n.label] = (n.run.id, n.launch, now)
-            body = kept_rows.find(session, n.run.id, n.launch, settings, now)
-            if body is not None:
-                found[n.label] = body
-    unread = [n for n in named if n.label not in found]
-    # a launch's version counted its steps in this transaction: its read need not again
-    counted = [versions[n.label][2].steps if n.label in versions else None for n in unread]
-    steps = analysed.many(session, [(n.run.id, n.launch) for n in unread], counted)
-    read = dict(zip([n.label for n in unread], steps, strict=True))
+        elif n.label in rewritten:
+            # counted before the read where a kept analysis was told stale, else the rows
+            # the read returned: the analysis made of them covers exactly those
+            rows = counts.get(n.label, len(read[n.label]))
+            versions[n.label] = (n.run.id, n.launch, kept_rows.Version(rows, rewritten[n.label]))
     data = [(n.label, read.get(n.label), n.run.throughput_unit) for n in named]
     return Inputs(data, fates, chosen, found, versions)
 

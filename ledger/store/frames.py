@@ -14,7 +14,13 @@ from sqlalchemy import Connection
 
 from ledger.model.terms import STEP_COLUMNS
 from ledger.store import columnar
-from ledger.store.steps import column_counts, held_columns, placeholder, rank_bounds
+from ledger.store.steps import (
+    column_counts,
+    held_columns,
+    placeholder,
+    probed_ends,
+    rank_bounds,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,8 +58,11 @@ def _consecutive(
     …: then neither rank nor step is read row by row (each costs the bulk reader as much
     as a column of values), only `wanted`. None otherwise.
 
-    The ends of the key and a count of its index tell; the read is bounded to the rows
-    counted, since the bulk reader's own connection may see rows a writer added since.
+    The ends of the key and a few seeks between them suggest it (steps.probed_ends; a
+    count of the rows would walk the whole index); the rows from first to last are read,
+    and taken only if all last − first + 1 came back (the key is unique). The read is
+    bounded to those ends, since the bulk reader's own connection may see rows a writer
+    added since.
     """
     import numpy as np
 
@@ -62,20 +71,13 @@ def _consecutive(
         return None
     mark = placeholder(conn.dialect.name)
     where = f"FROM step WHERE run_id = {mark} AND launch = {mark}"
-    # one aggregate a subquery, the ends of the one rank's steps: SQLite counts the index's
-    # entries and reads each end of it; the three in one SELECT read every entry's step
-    # instead (2.6 times as long)
-    ranked = f"{where} AND rank = {mark}"
-    rows, first, last = conn.exec_driver_sql(
-        f"SELECT (SELECT count(*) {where}), (SELECT min(step) {ranked}), "
-        f"(SELECT max(step) {ranked})",
-        (run_id, launch, run_id, launch, low, run_id, launch, low),
-    ).one()
-    if not rows or last - first + 1 != rows:
+    first, last, consecutive = probed_ends(conn, where, (run_id, launch), low)
+    if not consecutive or first is None or last is None:
         return None
+    rows = last - first + 1
     bounded = f"{where} AND rank = {mark} AND step BETWEEN {mark} AND {mark} ORDER BY rank, step"
     table = columnar.fetch_floats(conn, wanted, bounded, (run_id, launch, low, first, last))
-    if len(table) != rows:  # rows were removed meanwhile: the caller reads them all
+    if len(table) != rows:  # a gap the seeks missed: the caller reads the steps too
         return None
     data: dict[str, Any] = {
         "rank": np.full(rows, low, dtype=np.int64),

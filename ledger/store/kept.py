@@ -5,8 +5,9 @@ Steps are only ever added (INSERT … ON CONFLICT DO NOTHING), except where a re
 rows are removed or empty values are filled in; those two writers bump
 `launch.steps_rewritten`. So a launch whose step count and `steps_rewritten` are what they
 were when an analysis read its steps still holds exactly those steps, and the analysis
-stands. The version is read before the steps: a step added in between makes the kept row
-look older than it is (it is not used), never newer.
+stands. `steps_rewritten` is read before the steps; the count too where it was made (to
+tell a kept analysis stale), else it is the rows the read returned. Either way a step
+added in between makes the kept row look older than it is (it is not used), never newer.
 """
 
 from __future__ import annotations
@@ -48,20 +49,36 @@ def version(session: Session, run_id: int, launch: int) -> Version:
     count = conn.exec_driver_sql(
         f"SELECT count(*) FROM step WHERE run_id = {mark} AND launch = {mark}", (run_id, launch)
     ).scalar_one()
-    rewritten = session.scalar(
+    return Version(int(count), rewritten(session, run_id, launch))
+
+
+def rewritten(session: Session, run_id: int, launch: int) -> int:
+    """The launch's steps_rewritten."""
+    found = session.scalar(
         select(m.Launch.steps_rewritten).where(m.Launch.run_id == run_id, m.Launch.number == launch)
     )
-    return Version(int(count), int(rewritten or 0))
+    return int(found or 0)
 
 
-def find(session: Session, run_id: int, launch: int, settings: str, now: Version) -> str | None:
-    """The analysis kept for the launch, made with `settings` over steps still at `now`."""
+@dataclass(frozen=True)
+class Found:
+    """What `find` saw: the kept analysis that stands (None when none does), and the
+    launch's version when it was counted to tell (None when no analysis was kept with
+    these settings: nothing to tell, and a count walks every step's index entry)."""
+
+    body: str | None
+    now: Version | None
+
+
+def find(session: Session, run_id: int, launch: int, settings: str) -> Found:
+    """The analysis kept for the launch, made with `settings` over the steps it still has."""
     row = session.get(m.KeptAnalysis, (run_id, launch))
     if row is None or row.settings != settings:
-        return None
+        return Found(None, None)
+    now = version(session, run_id, launch)
     if (row.steps, row.rewritten) != (now.steps, now.rewritten):
-        return None
-    return row.body
+        return Found(None, now)
+    return Found(row.body, now)
 
 
 def keep(session: Session, entries: list[Entry]) -> None:
