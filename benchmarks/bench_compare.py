@@ -138,15 +138,29 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
             env["PYTHONPATH"] = str(tree.resolve())
         return env
 
+    # `python -m` and `python -c` put their working directory first on sys.path: run from
+    # one that holds no ledger, or a checkout's own ledger shadows PYTHONPATH (rounds
+    # before this one measured this tree twice where they meant to compare two)
+    neutral = str(path.resolve().parent)
+    if (Path(neutral) / "ledger").exists():
+        raise SystemExit(f"the ledger file's folder holds a ledger package: {neutral}")
+    for tree in trees.values():  # each tree's processes import that tree's ledger
+        where = subprocess.run(
+            [sys.executable, "-c", "import ledger; print(ledger.__file__)"],
+            check=True, capture_output=True, text=True, env=env_for(tree), cwd=neutral,
+        ).stdout.strip()  # fmt: skip
+        expected = Path(tree or Path(__file__).parent.parent).resolve() / "ledger"
+        if Path(where).resolve().parent != expected:
+            raise SystemExit(f"{tree or 'this tree'}: its processes import {where}")
     for argv, tree in commands.values():  # once each first: page cache, .pyc files
-        subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
+        subprocess.run(argv, check=True, capture_output=True, env=env_for(tree), cwd=neutral)
     for _ in range(repeat):
         for name, (argv, tree) in commands.items():
             if name.startswith("compare"):
                 forget_kept(path)
             used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True, env=env_for(tree))
+            subprocess.run(argv, check=True, capture_output=True, env=env_for(tree), cwd=neutral)
             times[name].append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
