@@ -518,11 +518,18 @@ def _env_rank() -> int:
 
 
 def _transient(exc: BaseException) -> bool:
-    """Errors worth retrying: a locked or full SQLite file, a PostgreSQL server away."""
+    """Errors worth retrying: a locked or full SQLite file, a PostgreSQL server away.
+
+    sqlite3's own OperationalError too: the pragmas run outside a transaction go straight
+    to the driver (the switch of a new file to WAL among them), so its "database is locked"
+    comes unwrapped when another process holds the file past the busy timeout.
+    """
+    import sqlite3
+
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
     cause = exc.__cause__ if isinstance(exc, LedgerError) and exc.__cause__ else exc
-    if isinstance(cause, OperationalError | InterfaceError):
+    if isinstance(cause, OperationalError | InterfaceError | sqlite3.OperationalError):
         return True
     return isinstance(cause, DBAPIError) and bool(cause.connection_invalidated)
 

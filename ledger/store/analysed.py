@@ -17,14 +17,13 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from ledger.store.columnar import BULK_ROWS, Read, fetch_floats, fetch_floats_many
+from ledger.store.extent import probed_ends, step_ends
 from ledger.store.steps import (
     column_counts,
     held_columns,
     latest_launch,
     placeholder,
-    probed_ends,
     rank_bounds,
-    step_ends,
 )
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from sqlalchemy import Connection
 
 from ledger.model.terms import STEP_COLUMNS
 from ledger.store import columnar
+from ledger.store.extent import probed_ends
 from ledger.store.steps import (
     column_counts,
     held_columns,
     placeholder,
-    probed_ends,
     rank_bounds,
 )
 

@@ -553,52 +553,6 @@ def rank_bounds(conn: Connection, run_id: int, launch: int) -> tuple[int | None,
     return low, high
 
 
-def step_ends(
-    conn: Connection, where: str, params: tuple[Any, ...], rank: int
-) -> tuple[int | None, int | None]:
-    """The first and the last step of one rank's rows under `where`."""
-    mark = placeholder(conn.dialect.name)
-    ranked = f"{where} AND rank = {mark}"
-    # one aggregate a subquery: SQLite reads each end of the key, not the range between
-    first, last = conn.exec_driver_sql(
-        f"SELECT (SELECT min(step) {ranked}), (SELECT max(step) {ranked})",
-        (*params, rank, *params, rank),
-    ).one()
-    return first, last
-
-
-# Steps looked up between a rank's first and last before a read takes them for
-# consecutive (probed_ends): the second and the next to last, which a log printed every
-# k-th step never has, and a few evenly between.
-PROBES = 8
-
-
-def probed_ends(
-    conn: Connection, where: str, params: tuple[Any, ...], rank: int
-) -> tuple[int | None, int | None, bool]:
-    """The first and last step of one rank's rows under `where`, and whether they look
-    consecutive (first, first + 1, …, last): a few steps between them are all there.
-
-    Each is a seek on the key's index, where a count of the rows costs a walk of all of
-    them (0.04 s a million rows on SQLite). "Look" because a gap elsewhere passes: the
-    caller reads the rows from first to last and takes them for consecutive only when
-    last − first + 1 came back (the key is unique), else reads them all.
-    """
-    first, last = step_ends(conn, where, params, rank)
-    if first is None or last is None:
-        return None, None, False
-    mark = placeholder(conn.dialect.name)
-    ranked = f"{where} AND rank = {mark}"
-    span = last - first + 1
-    inside = {first + (span - 1) * i // (PROBES - 1) for i in range(PROBES)}
-    probes = sorted(inside | {min(first + 1, last), max(last - 1, first)})
-    found = conn.exec_driver_sql(
-        f"SELECT count(*) {ranked} AND step IN ({', '.join([mark] * len(probes))})",
-        (*params, rank, *probes),
-    ).scalar_one()
-    return int(first), int(last), int(found) == len(probes)
-
-
 def latest_launch(conn: Connection, run_id: int) -> int:
     """The run's latest launch number (1 when it has no launch row): see store.launches."""
     mark = placeholder(conn.dialect.name)
