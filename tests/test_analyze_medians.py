@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ledger.analyze.robust import block_medians, median, percentiles
+from ledger.analyze.robust import block_medians, median, percentiles, sliding_median
 
 SIZES = [*range(1, 40), 99, 100, 101, 1000, 1001, 10_000, 100_001]
 
@@ -59,3 +59,15 @@ def test_block_medians_equal_numpy_bit_for_bit(size: int) -> None:
     tied = np.round(gappy)  # many equal values about each middle
     for series in (values, values[: (len(values) // size) * size], gappy, tied):
         assert np.array_equal(block_medians(series, size), _block_medians_by_sorting(series, size))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 7, 10, 51])
+def test_sliding_medians_equal_numpy_bit_for_bit(width: int) -> None:
+    for values in _samples(500, width):
+        expected = np.median(np.lib.stride_tricks.sliding_window_view(values, width), axis=1)
+        assert np.array_equal(sliding_median(values, width), expected)
+        values = values.copy()
+        values[[3, 250]] = np.nan  # a window holding NaN is NaN, as numpy has it
+        expected = np.median(np.lib.stride_tricks.sliding_window_view(values, width), axis=1)
+        assert np.array_equal(sliding_median(values, width), expected, equal_nan=True)
+    assert len(sliding_median(np.ones(3), 4)) == 0

@@ -264,3 +264,39 @@ def test_the_bits_and_the_arrays_are_what_counting_says(lg: Any, batches: list[A
         assert (a is None) == (b is None), column
         if a is not None:
             assert np.array_equal(a, b, equal_nan=True), column
+
+
+@pytest.mark.parametrize("known", [True, False])
+@pytest.mark.parametrize("timed", [None, "step_time_s", "wall_time"])
+def test_compare_reads_tokens_only_where_the_analysis_uses_them(
+    lg: Any, timed: str | None, known: bool
+) -> None:
+    """Tokens with nothing but a throughput change no figure (every step counts as the same
+    work), so compare's read leaves them out; beside a step time or a wall clock they are
+    the work, and are read. Tokens vary here: had they counted, the analyses would differ."""
+    from ledger.analyze import analyze_run
+    from ledger.model.kept import encode
+
+    def row(i: int) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "step": i,
+            "throughput": 100.0 + (i * 37) % 11,
+            "tokens": 60 + i % 9,
+        }
+        if timed == "step_time_s":
+            found[timed] = 0.5 + (i % 4) / 10
+        elif timed == "wall_time":
+            found[timed] = 1000.0 + 0.6 * i + (5.0 if i % 50 == 49 else 0.0)
+        return found
+
+    lg.add_steps("t", [row(i) for i in range(400)])
+    if not known:
+        forget(lg, "t")
+    with lg._read() as (s, _):
+        (read,) = analysed.many(s, [(run_id(lg, "t"), 1)])
+    whole = lg.step_columns("t")
+    assert whole.tokens is not None
+    assert (read.tokens is None) == (timed is None)
+    assert encode(analyze_run("t", read, unit="tok/s")) == encode(
+        analyze_run("t", whole, unit="tok/s")
+    )

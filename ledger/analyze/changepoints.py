@@ -56,7 +56,7 @@ def find_change_points(values: np.ndarray, threshold: float, alpha: float = ALPH
     min_segment = max(MIN_SEGMENT_BLOCKS, math.ceil(count * MIN_SEGMENT_FRACTION))
     if count < 2 * min_segment or not np.isfinite(medians).all():
         return []
-    level = float(np.median(medians))
+    level = median(medians)
     signal = medians / level  # relative units: a shift of 0.05 is 5 %
     sigma = long_run_sd(signal)
     if not math.isfinite(sigma) or sigma == 0.0:
@@ -123,8 +123,8 @@ def _test(signal: np.ndarray, cuts: list[int], sigma: float, threshold: float) -
     result = []
     for i, cut in enumerate(cuts):
         lo, hi = bounds[i], bounds[i + 2]
-        before = float(np.median(signal[lo:cut]))
-        after = float(np.median(signal[cut:hi]))
+        before = median(signal[lo:cut])
+        after = median(signal[cut:hi])
         if not before > 0 or abs(after / before - 1.0) < threshold:
             result.append(math.nan)
         else:

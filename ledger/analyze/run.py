@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ledger.analyze import robust
 from ledger.analyze.changepoints import Shift, find_change_points
 from ledger.analyze.effective import estimate_effective, find_stalls, step_costs
 from ledger.analyze.series import RankValues, StepColumns, Trace, build_trace
@@ -246,12 +247,12 @@ def rank_spread(ranks: RankValues, steady_from: int) -> RankSpread | None:
         return None
     groups = np.split(value, starts[1:])
     per_rank = [
-        RankMedian(rank=int(r), median=float(np.median(g)), steps=len(g))
+        RankMedian(rank=int(r), median=robust.median(g), steps=len(g))
         for r, g in zip(names, groups, strict=True)
     ]
     medians = np.array([r.median for r in per_rank])
     slow, fast = int(np.argmin(medians)), int(np.argmax(medians))
-    middle = float(np.median(medians))
+    middle = robust.median(medians)
     return RankSpread(
         ranks=len(per_rank),
         slowest_rank=per_rank[slow].rank,

@@ -189,9 +189,9 @@ def _ramp_end(stretch: np.ndarray, level: float) -> int:
         return n
     values = stretch[positions]
     half = len(values) // 2
-    first, second = float(np.median(values[:half])), float(np.median(values[half:]))
-    where_first = float(np.median(positions[:half]))
-    where_second = float(np.median(positions[half:]))
+    first, second = median(values[:half]), median(values[half:])
+    where_first = median(positions[:half])
+    where_second = median(positions[half:])
     trend = np.polyval(np.polyfit(positions, values, 1), positions)
     residual = values - trend
     noise = mad_sd(residual) * math.sqrt(integrated_time(residual))
@@ -210,8 +210,8 @@ def _rising(clean: np.ndarray, size: int, threshold: float) -> bool:
     third = len(medians) // 3
     if third < 2:
         return True
-    relative = medians / np.median(medians)
-    first, last = np.median(relative[:third]), np.median(relative[-third:])
+    relative = medians / median(medians)
+    first, last = median(relative[:third]), median(relative[-third:])
     noise = long_run_sd(relative)
     margin = 3.0 * noise * math.sqrt(2.0 / third) if math.isfinite(noise) else 0.0
     return bool(last - first > max(threshold / 2.0, margin))

@@ -78,14 +78,15 @@ def many(
     launches: Sequence[tuple[int, int]],
     counted: Sequence[int | None] | None = None,
 ) -> list[StepColumns]:
-    """step_columns of each (run id, launch), their bulk reads made side by side.
+    """step_columns of each (run id, launch), their bulk reads made side by side, with
+    only the columns the analysis can use (analysable).
 
     `counted`: each launch's steps as counted in this session already (None where not),
     which its plan then does not count again."""
     conn = session.connection()
     counts = list(counted) if counted is not None else [None] * len(launches)
     plans = [
-        plan(conn, run_id, None, launch, rows)
+        plan(conn, run_id, None, launch, rows, analysis_only=True)
         for (run_id, launch), rows in zip(launches, counts, strict=True)
     ]
     tables = fetch_floats_many(conn, [p.read for p in plans])
@@ -98,9 +99,12 @@ def plan(
     after: int | None,
     launch: int | None,
     counted: int | None = None,
+    *,
+    analysis_only: bool = False,
 ) -> Planned:
     """How to read the launch's steps (see step_columns). `counted`: the launch's steps,
-    counted in this transaction already (with no `after`): not counted again."""
+    counted in this transaction already (with no `after`): not counted again.
+    `analysis_only`: leave out the columns the analysis cannot use (analysable)."""
     launch = latest_launch(conn, run_id) if launch is None else launch
     low, high = rank_bounds(conn, run_id, launch)
     mark = placeholder(conn.dialect.name)
@@ -127,6 +131,8 @@ def plan(
         # one scan: which columns hold something, and whether the steps are 0, 1, 2, …
         # apart from where they start (then they are not read, row by row, at all)
         held, rows, first, last = column_counts(conn, where, params, ANALYSED)
+    if analysis_only:
+        held = analysable(held)
     bulk = rows >= BULK_ROWS
     ranks: tuple[str, ...] = ("rank",) if low != high else ()
     unbounded = Read((*ranks, "step", *held), f"{where} {order}", params, bulk)
@@ -138,6 +144,17 @@ def plan(
         # a bit may outlive its rows' values (a step written twice): drop what is empty
         return Planned(read, first, rows, unbounded, drop_empty=known is not None)
     return Planned(unbounded, drop_empty=known is not None)
+
+
+def analysable(held: tuple[str, ...]) -> tuple[str, ...]:
+    """The held columns ledger.analyze.analyze_run can use: tokens only beside a step time
+    or a wall clock. With neither, every step is taken to do the same work (the effective
+    figure is the harmonic mean of the throughputs: ledger.analyze.effective) and no
+    throughput is derived from tokens, so the column, a full one as costly to read as the
+    throughput, would change nothing."""
+    if "step_time_s" in held or "wall_time" in held:
+        return held
+    return tuple(c for c in held if c != "tokens")
 
 
 def made(conn: Connection, planned: Planned, table: Any) -> StepColumns:
