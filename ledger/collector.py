@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import gc
 
+from ledger.heap import give_back
+
 YOUNG_OBJECTS = 200_000
 _defaults: tuple[int, int, int] | None = None
 
@@ -38,6 +40,7 @@ def settle() -> None:
     """The command lives on: freeze what start-up made and collect as Python does.
     Cheap and idempotent, so the loops that wait call it each time."""
     global _defaults
+    give_back()  # and the C heap as glibc has it (ledger.heap)
     if _defaults is not None:
         gc.collect()  # start-up's own garbage, once, so that freeze keeps only what lives
         gc.freeze()

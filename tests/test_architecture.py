@@ -27,6 +27,7 @@ LAYERS = {
     "ledger.proc": "base",
     "ledger.interrupts": "base",
     "ledger.collector": "base",
+    "ledger.heap": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
     "ledger.cleantext": "base",

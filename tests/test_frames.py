@@ -127,3 +127,18 @@ def test_steps_frame_of_one_rank_is_the_same_with_consecutive_steps_or_not(
     strided = lg.steps_frame("strided", ["throughput", "loss"])
     assert strided["step"].tolist() == list(range(0, 150_000, 10))
     assert strided["throughput"].tolist() == [1000.0 + s % 13 for s in range(0, 150_000, 10)]
+
+
+def test_a_steps_frame_is_its_own_to_change(lg: ledger.Ledger) -> None:
+    """The frame holds the read's arrays without a copy: changing it changes nothing
+    else, not the next frame read, nor its own other columns."""
+    lg.add_steps("r", [{"step": s, "throughput": 10.0 + s, "loss": 2.0} for s in range(20_000)])
+    lg.add_steps("g", [{"step": 2 * s, "throughput": 5.0, "rank": s % 2} for s in range(20_000)])
+    for run in ("r", "g"):  # consecutive steps of one rank, and the read of every column
+        frame = lg.steps_frame(run, ["throughput", "loss"])
+        frame.loc[:, "throughput"] = -1.0
+        frame.loc[0, "loss"] = 99.0
+        again = lg.steps_frame(run, ["throughput", "loss"])
+        assert (again["throughput"] > 0).all() and again["loss"].iloc[0] != 99.0
+        assert (frame["throughput"] == -1.0).all() and frame["loss"].iloc[1] != 99.0
+        assert frame["step"].iloc[1] == again["step"].iloc[1]

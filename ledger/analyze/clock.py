@@ -157,4 +157,4 @@ def _block_scale(gaps: np.ndarray, costs: np.ndarray, tick: float) -> float:
         return float(gaps.sum() / costs.sum())
     # stalls only lengthen a block: the lower half of the blocks holds the clean ones
     ratios.sort()
-    return float(median(ratios[: max(1, (len(ratios) + 1) // 2)]))
+    return median(np.asarray(ratios[: max(1, (len(ratios) + 1) // 2)]))

@@ -16,11 +16,13 @@ from ledger.cli import (  # noqa: F401 — registers the commands
 )
 from ledger.cli.app import cli
 from ledger.collector import start_up
+from ledger.heap import keep_freed
 from ledger.interrupts import install as take_interrupts
 
 
 def main() -> None:
     start_up()  # start-up's objects live until exit: no point scanning them
+    keep_freed()  # an analysis's freed arrays serve the next ones, not the kernel's zeroing
     take_interrupts()  # a Ctrl-C swallowed by a garbage-collector callback still stops
     cli.main(prog_name="ledger")
 

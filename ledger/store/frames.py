@@ -36,8 +36,10 @@ def steps_frame(
     names = ("rank", "step", *wanted)
     mark = placeholder(conn.dialect.name)
     found = _consecutive(conn, run_id, wanted, launch) if wanted else None
+    # the arrays are the frame's alone: pandas need not copy them (8 MB a column a
+    # million steps, and the pages of the copy faulted in afresh)
     if found is not None:
-        return pd.DataFrame(found, columns=list(names))
+        return pd.DataFrame(found, columns=list(names), copy=False)
     # (launch, rank, step) is the primary key's order: no sort in the database
     table = columnar.fetch_floats(
         conn,
@@ -48,7 +50,7 @@ def steps_frame(
     rank, step, table = _by_step(table)
     data: dict[str, Any] = {"rank": rank, "step": step}
     data.update({name: table[:, i + 2] for i, name in enumerate(wanted)})
-    return pd.DataFrame(data, columns=list(names))
+    return pd.DataFrame(data, columns=list(names), copy=False)
 
 
 def _consecutive(
