@@ -28,6 +28,7 @@ LAYERS = {
     "ledger.interrupts": "base",
     "ledger.collector": "base",
     "ledger.heap": "base",
+    "ledger.shutdown": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
     "ledger.cleantext": "base",

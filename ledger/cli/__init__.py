@@ -18,13 +18,18 @@ from ledger.cli.app import cli
 from ledger.collector import start_up
 from ledger.heap import keep_freed
 from ledger.interrupts import install as take_interrupts
+from ledger.shutdown import end
 
 
 def main() -> None:
     start_up()  # start-up's objects live until exit: no point scanning them
     keep_freed()  # an analysis's freed arrays serve the next ones, not the kernel's zeroing
     take_interrupts()  # a Ctrl-C swallowed by a garbage-collector callback still stops
-    cli.main(prog_name="ledger")
+    try:
+        cli.main(prog_name="ledger")
+    except SystemExit as done:  # how click's main ends, every time
+        end(done.code)  # at once: no interpreter teardown (ledger.shutdown)
+    end(0)
 
 
 __all__ = ["cli", "main"]
