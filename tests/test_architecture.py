@@ -29,6 +29,7 @@ LAYERS = {
     "ledger.collector": "base",
     "ledger.heap": "base",
     "ledger.shutdown": "base",
+    "ledger.blas": "base",
     "ledger.launchcmd": "base",
     "ledger.shellwords": "base",
     "ledger.cleantext": "base",

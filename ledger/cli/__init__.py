@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ledger.blas import one_thread
 from ledger.cli import (  # noqa: F401 — registers the commands
     analyze,
     demo,
@@ -24,6 +25,7 @@ from ledger.shutdown import end
 def main() -> None:
     start_up()  # start-up's objects live until exit: no point scanning them
     keep_freed()  # an analysis's freed arrays serve the next ones, not the kernel's zeroing
+    one_thread()  # numpy's BLAS starts no spinning worker threads (ledger.blas)
     take_interrupts()  # a Ctrl-C swallowed by a garbage-collector callback still stops
     try:
         cli.main(prog_name="ledger")
