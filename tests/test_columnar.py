@@ -8,6 +8,7 @@ read as it is.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -194,3 +195,16 @@ def test_step_columns_read_the_same_whichever_way_sqlite_takes(
             (run_id,) = conn.exec_driver_sql("SELECT id FROM run WHERE name = 'r'").one()
             where = "FROM step WHERE run_id = ? AND launch = ?"
             assert _all_held_early(conn, where, (run_id, 1)) is (held == "all")
+
+
+def test_the_bulk_reader_maps_the_file_and_waits_for_locks(tmp_path: Any) -> None:
+    """Its connection's settings, as a query on it sees them: the file read through a
+    mapping, not a pread a page, and a busy timeout."""
+    path = tmp_path / "l.db"
+    ledger.open(path).close()
+    assert columnar._adbc_query(str(path), "PRAGMA mmap_size", ()).to_pylist() == [
+        {"mmap_size": 1 << 30}
+    ]
+    assert columnar._adbc_query(str(path), "PRAGMA busy_timeout", ()).to_pylist() == [
+        {"timeout": 30_000}
+    ]
