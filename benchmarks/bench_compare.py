@@ -26,7 +26,9 @@ Each process's CPU seconds are printed too, with their ratios (steadier than the
 clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
 `--keep PATH`), in either mode. `--against TREE` (with `--processes`) runs another checkout's
 compare and steps_frame in the same rounds (`git worktree add TREE <commit>`): the tree
-before a change and after it, under the same load.
+before a change and after it, under the same load. `--busy N` keeps N other processes
+spinning on the CPU while the rounds run: a neighbour holding a core, on purpose, so that
+the figures under load can be measured again at will.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def forget_kept(path: Path) -> None:
         db.close()
 
 
-def processes(path: Path, repeat: int, against: Path | None = None) -> None:
+def processes(path: Path, repeat: int, against: Path | None = None, busy: int = 0) -> None:
     """Whole commands in fresh processes, round-robin, medians and ratios to the raw fetch.
 
     `against`: another checkout of ledger (the tree before a change) whose compare and
@@ -154,19 +156,29 @@ def processes(path: Path, repeat: int, against: Path | None = None) -> None:
             raise SystemExit(f"{tree or 'this tree'}: its processes import {where}")
     for argv, tree in commands.values():  # once each first: page cache, .pyc files
         subprocess.run(argv, check=True, capture_output=True, env=env_for(tree), cwd=neutral)
-    for _ in range(repeat):
-        for name, (argv, tree) in commands.items():
-            if name.startswith("compare"):
-                forget_kept(path)
-            used = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True, env=env_for(tree), cwd=neutral)
-            times[name].append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
+    # a neighbour holding a core, on purpose (--busy): the figures under load, at will
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        for _ in range(repeat):
+            for name, (argv, tree) in commands.items():
+                if name.startswith("compare"):
+                    forget_kept(path)
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(
+                    argv, check=True, capture_output=True, env=env_for(tree), cwd=neutral
+                )
+                times[name].append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
+    finally:
+        for child in spinning:
+            child.kill()
+            child.wait()
     med = {k: statistics.median(v) for k, v in times.items()}
     in_cpu = {k: statistics.median(v) for k, v in cpu.items()}
-    print(f"whole processes, medians of {repeat}, round-robin")
+    load = f", {busy} other process(es) spinning on the CPU" if busy else ""
+    print(f"whole processes, medians of {repeat}, round-robin{load}")
     print(f"  python -c <raw sqlite3 fetch of both runs>  {med['raw']:7.3f} s   (reference)")
     for suffix in trees:
         print(
@@ -201,18 +213,24 @@ def main() -> None:
         "--against", type=Path,
         help="with --processes: another checkout (the tree before a change), run in turn",
     )  # fmt: skip
+    parser.add_argument(
+        "--busy", type=int, default=0, metavar="N",
+        help="with --processes: N other processes spin on the CPU while the rounds run",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.busy and not args.processes:
+        parser.error("--busy goes with --processes")
     if args.against is not None and not (args.against / "ledger" / "__init__.py").is_file():
         parser.error(f"--against {args.against}: no ledger package there")
 
     if args.processes:
         if args.db is not None:
-            processes(args.db, args.repeat, args.against)
+            processes(args.db, args.repeat, args.against, args.busy)
             return
         with tempfile.TemporaryDirectory() as tmp:
             path = args.keep or Path(tmp) / "ledger.db"
             build(path, args.steps)
-            processes(path, args.repeat, args.against)
+            processes(path, args.repeat, args.against, args.busy)
         return
     if args.keep is not None:
         build(args.keep, args.steps)
