@@ -21,7 +21,8 @@ With `--processes`, each figure is instead a whole fresh process, as a user runs
 interleaved repetitions ordered round-robin: `python -c <raw fetch>` (a plain sqlite3 fetch
 of both runs' (step, throughput) rows, its interpreter start included: the reference),
 `ledger compare A B` (analysed: the kept analyses dropped first; kept: right after it), and
-a `python -c` that opens the ledger and builds both steps frames.
+a `python -c` that opens the ledger and builds both steps frames (and one that builds the
+first run's alone: the goal's own measure, one run's frame against the fetch of both).
 Each process's CPU seconds are printed too, with their ratios (steadier than the wall
 clock on a shared machine). `--db PATH` reuses a ledger built before (by this script,
 `--keep PATH`), in either mode. `--against TREE` (with `--processes`) runs another checkout's
@@ -127,6 +128,8 @@ def processes(path: Path, repeat: int, against: Path | None = None, busy: int = 
         commands["compare" + suffix] = ([*ledger_cmd, "compare", *RUNS], tree)
         commands["kept" + suffix] = ([*ledger_cmd, "compare", *RUNS], tree)
         commands["frames" + suffix] = ([sys.executable, "-c", FRAMES, str(path), *RUNS], tree)
+        # the goal's own row: one run's frame against the fetch of both runs' rows
+        commands["frame1" + suffix] = ([sys.executable, "-c", FRAMES, str(path), RUNS[0]], tree)
     times: dict[str, list[float]] = {name: [] for name in commands}
     # CPU seconds of each child (user + system, its threads included): on a shared
     # machine the wall clock mostly measures the neighbours, the CPU far less
@@ -193,6 +196,11 @@ def processes(path: Path, repeat: int, against: Path | None = None, busy: int = 
             f"  python -c <open, steps_frame of both runs>{suffix} "
             f"{med['frames' + suffix]:7.3f} s   "
             f"{med['frames' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
+        )
+        print(
+            f"  python -c <open, steps_frame of one run>{suffix}   "
+            f"{med['frame1' + suffix]:7.3f} s   "
+            f"{med['frame1' + suffix] / med['raw']:.2f}x raw (goal <= 0.8x)"
         )
     for name, values in times.items():
         print(f"    {name}: " + " ".join(f"{v:.3f}" for v in values))
