@@ -4,6 +4,7 @@ rows with plain SQL."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
@@ -37,3 +38,17 @@ def db_rows(db_url: str, sql: str) -> list[tuple[Any, ...]]:
             return [tuple(r) for r in conn.execute(text(sql))]
     finally:
         engine.dispose()
+
+
+def two_runs(path: Path) -> Path:
+    """A new SQLite ledger at `path` holding runs 'a' (about 100 a step) and 'b' (about 80),
+    300 steps each: something for a command in a subprocess to compare."""
+    import ledger
+
+    lg = ledger.open(path)
+    try:
+        for name, level in (("a", 100.0), ("b", 80.0)):
+            lg.add_steps(name, [{"step": i, "throughput": level + i % 7} for i in range(300)])
+    finally:
+        lg.close()
+    return path

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import two_runs
+
 pytestmark = pytest.mark.skipif(
     not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
     reason="counts threads in /proc, and OpenBLAS starts none on one CPU",
@@ -46,15 +48,7 @@ def test_the_users_choice_stands() -> None:
 
 
 def test_a_command_that_reads_numbers_has_no_blas_worker(tmp_path: Path) -> None:
-    import ledger
-
-    db = tmp_path / "ledger.db"
-    lg = ledger.open(db)
-    try:
-        for name, level in (("a", 100.0), ("b", 80.0)):
-            lg.add_steps(name, [{"step": i, "throughput": level + i % 7} for i in range(300)])
-    finally:
-        lg.close()
+    db = two_runs(tmp_path / "ledger.db")
     code = (
         "import atexit, os, sys\n"
         "atexit.register(lambda: print(len(os.listdir('/proc/self/task')), "

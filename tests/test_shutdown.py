@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import two_runs
+
 # An object whose finalizer says so: Python's teardown runs it, os._exit does not.
 SCRIPT = """
 import atexit, os, sys, threading, time
@@ -90,15 +92,7 @@ def test_a_reader_gone_before_the_flush_is_status_120() -> None:
 def test_a_command_leaves_its_ledger_closed(tmp_path: Path) -> None:
     """The command closes its ledger before it ends: SQLite's write-ahead log is folded
     back and removed, as after a normal exit, and what it wrote is there."""
-    import ledger
-
-    db = tmp_path / "ledger.db"
-    lg = ledger.open(db)
-    try:
-        for name, level in (("a", 100.0), ("b", 80.0)):
-            lg.add_steps(name, [{"step": i, "throughput": level + i % 7} for i in range(300)])
-    finally:
-        lg.close()
+    db = two_runs(tmp_path / "ledger.db")
     # commands that write (compare keeps its analyses): a read-only one cannot fold the
     # log back, ended at once or not
     for argv in (["compare", "a", "b"], ["baseline", "set", "100"]):
