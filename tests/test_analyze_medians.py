@@ -71,3 +71,9 @@ def test_sliding_medians_equal_numpy_bit_for_bit(width: int) -> None:
         expected = np.median(np.lib.stride_tricks.sliding_window_view(values, width), axis=1)
         assert np.array_equal(sliding_median(values, width), expected, equal_nan=True)
     assert len(sliding_median(np.ones(3), 4)) == 0
+    counts = np.array([3, 1, 4, 1, 5, 9, 2, 6])  # integers: numpy's floats
+    assert np.array_equal(
+        sliding_median(counts, 2),
+        np.median(np.lib.stride_tricks.sliding_window_view(counts, 2), axis=1),
+    )
+    assert sliding_median(counts, 2).dtype == np.float64

@@ -155,7 +155,8 @@ def sliding_median(values: np.ndarray, width: int) -> np.ndarray:
     if width > len(values):
         return np.empty(0)
     windows = np.lib.stride_tricks.sliding_window_view(values, width)
-    if np.isnan(values).any():  # np.median's NaN for a window holding one
+    if values.dtype.kind != "f" or np.isnan(values).any():
+        # np.median's own: a float of integers, NaN for a window holding one
         return np.asarray(np.median(windows, axis=1))
     return _row_medians(windows)
 
