@@ -61,7 +61,9 @@ def run(code: str, *args: str) -> str:
 
 def test_freed_blocks_serve_the_next_ones_without_page_faults() -> None:
     plain, kept = int(run(FAULTS, "plain")), int(run(FAULTS, "kept"))
-    assert plain > 20 * 16_000  # every block's 16,384 pages touched afresh
+    # every block faulted in afresh: 16,384 pages each, or 32 where the kernel gives huge
+    # pages to every mapping (transparent huge pages "always")
+    assert plain >= 20 * 32
     assert kept < plain / 5, (plain, kept)
 
 

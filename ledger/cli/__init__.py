@@ -30,8 +30,10 @@ def main() -> None:
     try:
         cli.main(prog_name="ledger")
     except SystemExit as done:  # how click's main ends, every time
-        end(done.code)  # at once: no interpreter teardown (ledger.shutdown)
-    end(0)
+        code = done.code
+    else:
+        code = 0
+    end(code)  # at once: no interpreter teardown (ledger.shutdown)
 
 
 __all__ = ["cli", "main"]
